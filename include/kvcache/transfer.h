@@ -34,14 +34,15 @@
  *
  * Receiver (decode):
  *   3. kvc_cache_import_begin() with the receiver's OWN tokens and options
- *      and the peer's key blob. The cache rebuilds every block's chain
- *      digest from those tokens and options and refuses the blob unless
- *      its format version, tokens per block, geometry fingerprint, tokens
- *      and digests all match (nothing changed then; the message names the
- *      first block that differs): a peer can never put KV under another
- *      prompt, and scopes with another salt, LoRA id or extra keys stay
- *      apart because those are in the digest. It then adds sequence
- *      `seq_id` with the tokens, as kvc_sequence_add() does: leading blocks
+ *      and the peer's key blob. The cache computes the blob's scope check
+ *      from those options and refuses the blob unless its format version,
+ *      tokens per block, geometry fingerprint, scope check and tokens all
+ *      match (nothing changed then; the message names the field, or the
+ *      first block and token that differ): a peer can never put KV under
+ *      another prompt, and scopes with another salt, LoRA id or extra keys
+ *      (overlapping the exported blocks) stay apart because those are in
+ *      the scope check. It then adds sequence `seq_id` with the tokens, as
+ *      kvc_sequence_add() does: leading blocks
  *      this cache already holds are reused, fresh blocks are reserved for
  *      the others, all or nothing (KVC_ERR_OUT_OF_BLOCKS, nothing changed).
  *   4. kvc_import_block_ids() names the blocks to write: positions
@@ -74,32 +75,43 @@
  * abort return KVC_ERR_INVALID_STATE, and the block ids name memory that
  * is gone.
  *
- * Key blob format, version 1 (every integer little endian):
+ * Key blob format, version 2 (every integer little endian; N blocks of T
+ * tokens):
  *
  *     offset        size   field
  *     0             8      magic "KVCXFERK"
- *     8             4      u32 format version (1)
+ *     8             4      u32 format version (2)
  *     12            4      u32 tokens_per_block (T)
  *     16            8      u64 geometry fingerprint: the one block stores
  *                          check (model layers, kv heads and windows per
  *                          layer, head dim, kv factor, dtype, layout, T,
  *                          layer groups and their block bytes)
  *     24            8      u64 num_blocks (N)
- *     32            4*N*T  i32 token ids of the N blocks
- *     32+4NT        40*N   per block: u8[32] SHA-256 chain digest, then the
- *                          u64 portable hash (events.h, under the sender's
- *                          kvc_config_set_event_hash_seed)
- *     32+4NT+40N    8      u64 XXH3-64 (seed 0) of every byte before it
+ *     32            32     u8[32] scope check (below)
+ *     64            4*N*T  i32 token ids of the N blocks
+ *     64+4NT        8*N    per block: u64 portable hash (events.h, under
+ *                          the sender's kvc_config_set_event_hash_seed)
+ *     64+4NT+8N     8      u64 XXH3-64 (seed 0) of every byte before it
  *
- * The chain digest of block b is SHA-256("kvc.block.v1" || digest of block
- * b-1 (32 zero bytes for b = 0) || SHA-256("kvc.scope.v1" || encoded
- * salt and LoRA id) || SHA-256("kvc.extra.v1" || encoded extra keys
- * overlapping the block), or 32 zero bytes without one || u32 T || the
- * block's tokens), the key block stores keep blocks under. The portable
- * hash is carried for routers and logs; the receiver does not check it
- * (caches may use different seeds). The checksum catches accidents in
- * transit, not forgery: the digests are what keep a peer's KV under its
- * own prompt.
+ * The scope check is SHA-256("kvc.xfer.scope.v2" || u64 byte count ||
+ * scope || u64 byte count || extras), where scope is 'S', u8 has_salt
+ * [, u64 salt size, the salt's bytes], 'L', u8 has_lora [, u64 LoRA id],
+ * and extras is, for each extra key overlapping tokens [0, N*T) in
+ * (offset, length, bytes) order: 'X', u64 offset, u64 length, u64 size,
+ * the key's bytes.
+ * The receiver computes it from its own options and compares it, and
+ * compares the tokens one for one: together they decide exactly what a
+ * SHA-256 chain digest per block (the key block stores keep blocks under,
+ * a function of T, the tokens up to the block, the scope and the extra
+ * keys overlapping the block) would, for one hash per blob instead of one
+ * per block. Extra keys only past the exported tokens do not matter; a key
+ * that reaches into them counts whole (offset, length and bytes). The
+ * portable hash is carried for routers and logs; the receiver does not
+ * check it (caches may use different seeds). The checksum catches
+ * accidents in transit, not forgery: the tokens and the scope check are
+ * what keep a peer's KV under its own prompt. Version 1 (a 32-byte chain
+ * digest and the portable hash per block, no scope check) is refused,
+ * with a message naming both versions.
  *
  * Threading: as every call on a cache handle. An export or import handle
  * is used by one thread at a time.
@@ -222,7 +234,8 @@ KVC_API kvc_status_t kvc_export_keys(const kvc_export_t *exp, void *buf, size_t 
  *        caller's to compute, as after kvc_sequence_add()).
  * @param options As kvc_sequence_add()'s (salt, LoRA id, extra keys,
  *        retention); NULL: the defaults. They must be those the sender's
- *        sequence had, or the digests differ.
+ *        sequence had (extra keys: those overlapping the blob's blocks),
+ *        or the scope check differs.
  * @param keys,keys_size The key blob, borrowed for the call.
  * Device work the add enqueues (the copy of a partially matched block,
  * blocks onboarded from the host tier) goes to the default stream (NULL):
@@ -232,8 +245,9 @@ KVC_API kvc_status_t kvc_export_keys(const kvc_export_t *exp, void *buf, size_t 
  *        kvc_import_destroy(); untouched on failure.
  * @return KVC_OK; KVC_ERR_INVALID_ARGUMENT (a blob of another format
  *         version, tokens_per_block or geometry, truncated or corrupted, or
- *         one whose tokens or digests differ from those of tokens and
- *         options: the message names the first block that differs; bad
+ *         one whose scope check or tokens differ from those of options
+ *         and tokens: the message says which, and names the first block
+ *         and token that differ; bad
  *         options; NULL); KVC_ERR_ALREADY_EXISTS (seq_id exists);
  *         KVC_ERR_OUT_OF_BLOCKS; KVC_ERR_UNSUPPORTED (block reuse off).
  *         Nothing changed on failure.

@@ -1,8 +1,8 @@
 // Block transfer between caches (kvcache/transfer.h): the facade's export
 // and import calls. An export holds a sequence's published blocks
 // (Sequences::hold_published) and carries the key blob (transfer_keys.h).
-// An import checks a peer's blob against the receiver's own tokens and
-// options before anything changes, then adds the sequence the blocks go
+// An import checks a peer's blob (its scope check and tokens) against the
+// receiver's own tokens and options before anything changes, then adds the sequence the blocks go
 // to (reusing what this cache already holds, reserving the rest all or
 // nothing); completing it is a commit of the imported tokens, so the
 // blocks are published under the prompt's keys exactly as a commit
@@ -50,9 +50,9 @@ BlockExport Cache::export_sequence(uint64_t id, uint64_t num_tokens) {
     k.tokens_per_block = T;
     k.num_blocks = hold.num_blocks;
     k.tokens = std::move(hold.tokens);
-    k.keys.resize(hold.num_blocks);
-    chain_transfer_keys(config_.event_hash_seed, T, hold.scope_bytes, hold.extras, k.tokens.data(),
-                        hold.num_blocks, k.keys.data());
+    // The scope check and the portable hashes: no chain digest per block
+    // (transfer_keys.h says why the receiver needs none).
+    fill_transfer_keys(config_.event_hash_seed, hold.scope_bytes, hold.extras, k);
     ex.keys = encode_transfer_keys(k);
   } catch (...) {
     release_export(hold.key);
@@ -87,30 +87,27 @@ bool Cache::import_begin(uint64_t id, const int32_t* tokens, uint64_t num_tokens
          "(kvc_config_set_block_reuse(config, true))");
   const uint32_t T = config_.tokens_per_block;
   const auto* blob = static_cast<const unsigned char*>(keys);
-  TransferKeys own;
-  own.tokens_per_block = T;
-  own.fingerprint = geometry_fingerprint(config_, grouping_);
-  own.num_blocks = check_transfer_frame(blob, keys_size, own.fingerprint, T);
-  if (own.num_blocks == 0) invalid_argument("the key blob names no block");
-  if (num_tokens < own.num_blocks * T)
+  const uint64_t fingerprint = geometry_fingerprint(config_, grouping_);
+  const uint64_t num_blocks = check_transfer_frame(blob, keys_size, fingerprint, T);
+  if (num_blocks == 0) invalid_argument("the key blob names no block");
+  if (num_tokens < num_blocks * T)
     invalid_argument("num_tokens (" + std::to_string(num_tokens) + ") is shorter than the " +
-                     std::to_string(own.num_blocks * T) + " tokens of the key blob's " +
-                     std::to_string(own.num_blocks) + " blocks");
-  own.tokens.assign(tokens, tokens + own.num_blocks * T);
-  own.keys.resize(own.num_blocks);
+                     std::to_string(num_blocks * T) + " tokens of the key blob's " +
+                     std::to_string(num_blocks) + " blocks");
   std::vector<ExtraKey> extras = options.extra_keys;
   sort_extra_keys(extras);
   const std::string scope =
       encode_scope(options.has_salt, options.salt, options.has_lora, options.lora_id);
-  // Digests only: the blob's portable hashes are not checked.
-  chain_transfer_digests(T, scope, extras, tokens, own.num_blocks, own.keys.data());
-  check_transfer_keys(blob, own);
+  // One digest per blob and the tokens: the blob's portable hashes are
+  // not checked.
+  check_transfer_keys(blob, num_blocks, T, transfer_scope_check(scope, extras, num_blocks * T),
+                      tokens);
   const uint32_t G = manager_->num_groups();
   BlockImport im;
   im.seq_id = id;
-  im.num_blocks = own.num_blocks;
+  im.num_blocks = num_blocks;
   im.num_groups = G;
-  im.block_ids.reserve(size_t(G) * own.num_blocks);
+  im.block_ids.reserve(size_t(G) * num_blocks);
   // Apply: the add reserves every block the prompt does not reuse, or
   // nothing.
   Lock lock(mutex_);
@@ -120,7 +117,7 @@ bool Cache::import_begin(uint64_t id, const int32_t* tokens, uint64_t num_tokens
     return false;
   }
   const Sequence& s = manager_->sequence(id);
-  im.first_block = std::min<uint64_t>(cached / T, own.num_blocks);
+  im.first_block = std::min<uint64_t>(cached / T, num_blocks);
   for (uint32_t g = 0; g < G; ++g)
     for (uint64_t b = im.first_block; b < im.num_blocks; ++b)
       im.block_ids.push_back(s.blocks[g][b] == kNoBlock ? -1 : int32_t(s.blocks[g][b]));

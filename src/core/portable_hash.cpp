@@ -45,8 +45,15 @@ uint64_t PortableHasher::block(uint64_t parent_hash, uint64_t scope_digest, uint
   const uint64_t head[3] = {parent_hash, scope_digest, extra_digest};
   std::memcpy(buf, head, 24);
   std::memcpy(buf + 24, &num_tokens, 4);
-  std::memcpy(buf + 28, tokens, 4 * size_t(n));
-  unsigned char* p = buf + 28 + 4 * size_t(n);
+  // 16 bytes at a time: a memcpy of n * 4 bytes compiles to `rep movsq`
+  // here (GCC, -O3), whose start-up cost was 2/3 of a 16-token block's
+  // hash (2048 blocks of 16 tokens, this function alone on the 2-core VM:
+  // about 110 us -> 30-70 us).
+  unsigned char* p = buf + 28;
+  uint32_t i = 0;
+  for (; i + 4 <= n; i += 4) std::memcpy(p + 4 * size_t(i), tokens + i, 16);
+  for (; i < n; ++i) std::memcpy(p + 4 * size_t(i), tokens + i, 4);
+  p += 4 * size_t(n);
 #else
   unsigned char* p = put_u64(buf, parent_hash);
   p = put_u64(p, scope_digest);

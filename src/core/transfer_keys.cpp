@@ -9,7 +9,7 @@
 #include "base/error.h"
 #include "core/block_record.h"
 #include "core/portable_hash.h"
-#include "core/store_keys.h"
+#include "core/sha256.h"
 
 namespace kvc {
 
@@ -42,26 +42,31 @@ std::string hex(uint64_t v) {
 
 }  // namespace
 
-void chain_transfer_keys(uint64_t seed, uint32_t T, const std::string& scope_bytes,
-                         const std::vector<ExtraKey>& extras, const int32_t* tokens,
-                         uint64_t num_blocks, StoreKey* out) {
-  const PortableHasher hasher(seed);
-  chain_prompt_keys(hasher, T, StoreKey{}, hasher.scope_digest(scope_bytes),
-                    scope_chain_digest(scope_bytes), extras, tokens, 0, num_blocks, out);
+ChainDigest transfer_scope_check(const std::string& scope_bytes,
+                                 const std::vector<ExtraKey>& extras, uint64_t num_tokens) {
+  static const char kTag[] = "kvc.xfer.scope.v2";
+  std::string extra;
+  encode_block_extras(extras, 0, num_tokens, extra);
+  std::string size;
+  Sha256 h;
+  h.update(kTag, sizeof kTag - 1);
+  put_u64(size, scope_bytes.size());
+  h.update(size.data(), 8);
+  h.update(scope_bytes.data(), scope_bytes.size());
+  size.clear();
+  put_u64(size, extra.size());
+  h.update(size.data(), 8);
+  h.update(extra.data(), extra.size());
+  return h.finish();
 }
 
-void chain_transfer_digests(uint32_t T, const std::string& scope_bytes,
-                            const std::vector<ExtraKey>& extras, const int32_t* tokens,
-                            uint64_t num_blocks, StoreKey* out) {
-  const ChainDigest scope = scope_chain_digest(scope_bytes);
-  std::string extra;
-  ChainDigest prev{};
-  for (uint64_t i = 0; i < num_blocks; ++i) {
-    encode_block_extras(extras, i * T, (i + 1) * T, extra);
-    out[i].hash = 0;
-    out[i].digest = block_chain_digest(prev, scope, extra_chain_digest(extra), tokens + i * T, T);
-    prev = out[i].digest;
-  }
+void fill_transfer_keys(uint64_t seed, const std::string& scope_bytes,
+                        const std::vector<ExtraKey>& extras, TransferKeys& k) {
+  const uint64_t T = k.tokens_per_block;
+  k.scope_check = transfer_scope_check(scope_bytes, extras, k.num_blocks * T);
+  k.hashes.resize(k.num_blocks);
+  PortableHasher(seed).prompt(k.tokens.data(), k.num_blocks * T, k.tokens_per_block, scope_bytes,
+                              extras, k.hashes.data());
 }
 
 size_t transfer_keys_size(uint64_t num_blocks, uint32_t T) {
@@ -76,32 +81,41 @@ std::string encode_transfer_keys(const TransferKeys& k) {
   put_u32(s, k.tokens_per_block);
   put_u64(s, k.fingerprint);
   put_u64(s, k.num_blocks);
+  s.append(reinterpret_cast<const char*>(k.scope_check.bytes), sizeof k.scope_check.bytes);
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-  // The host's layout is the blob's: the token ids in one copy.
+  // The host's layout is the blob's: the token ids and the hashes in one
+  // copy each.
   s.append(reinterpret_cast<const char*>(k.tokens.data()), 4 * k.tokens.size());
+  s.append(reinterpret_cast<const char*>(k.hashes.data()), 8 * k.hashes.size());
 #else
   for (int32_t t : k.tokens) put_u32(s, static_cast<uint32_t>(t));
+  for (uint64_t h : k.hashes) put_u64(s, h);
 #endif
-  for (const StoreKey& key : k.keys) {
-    s.append(reinterpret_cast<const char*>(key.digest.bytes), sizeof key.digest.bytes);
-    put_u64(s, key.hash);
-  }
   put_u64(s, XXH3_64bits(s.data(), s.size()));
   return s;
 }
 
 uint64_t check_transfer_frame(const unsigned char* blob, size_t size, uint64_t fingerprint,
                               uint32_t T) {
-  if (size < kTransferKeysHeader + 8)
+  // Magic and version first: a blob of another version is named as such.
+  const auto truncated = [&] {
     invalid_argument("keys_size (" + std::to_string(size) +
                      " bytes) is shorter than a key blob's " +
                      std::to_string(kTransferKeysHeader + 8) + "-byte frame: truncated");
+  };
+  if (size < 12) truncated();
   if (std::memcmp(blob, kMagic, 8) != 0)
     invalid_argument("keys is not a kvcache key blob (its first 8 bytes are not \"KVCXFERK\")");
   const uint32_t version = get_u32(blob + 8);
+  if (version == 1)
+    invalid_argument("the key blob has format version 1 (a chain digest per block); this cache "
+                     "reads version " +
+                     std::to_string(kTransferKeysVersion) +
+                     " only (one scope check per blob): export it again with this version");
   if (version != kTransferKeysVersion)
     invalid_argument("the key blob has format version " + std::to_string(version) +
                      "; this cache reads version " + std::to_string(kTransferKeysVersion));
+  if (size < kTransferKeysHeader + 8) truncated();
   const uint32_t their_t = get_u32(blob + 12);
   if (their_t != T)
     invalid_argument("the key blob's tokens_per_block is " + std::to_string(their_t) +
@@ -127,30 +141,25 @@ uint64_t check_transfer_frame(const unsigned char* blob, size_t size, uint64_t f
   return n;
 }
 
-void check_transfer_keys(const unsigned char* blob, const TransferKeys& own) {
-  const uint32_t T = own.tokens_per_block;
+void check_transfer_keys(const unsigned char* blob, uint64_t num_blocks, uint32_t T,
+                         const ChainDigest& scope_check, const int32_t* own) {
+  if (std::memcmp(blob + kTransferScopeCheckAt, scope_check.bytes, sizeof scope_check.bytes) != 0)
+    invalid_argument(
+        "the key blob's scope check differs from the one computed from options over its " +
+        std::to_string(num_blocks * T) +
+        " tokens (another cache salt, LoRA id or extra keys): its blocks belong to another scope");
   const unsigned char* tokens = blob + kTransferKeysHeader;
-  const unsigned char* keys = tokens + 4 * own.num_blocks * T;
-  for (uint64_t b = 0; b < own.num_blocks; ++b) {
+  const uint64_t n = num_blocks * T;
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    // Equal tokens in one compare; a difference is named below.
-    const bool same_tokens =
-        std::memcmp(tokens + 4 * b * T, own.tokens.data() + b * T, 4 * size_t(T)) == 0;
-#else
-    const bool same_tokens = false;
+  // Equal tokens in one compare; a difference is named below.
+  if (std::memcmp(tokens, own, 4 * n) == 0) return;
 #endif
-    for (uint32_t i = 0; !same_tokens && i < T; ++i) {
-      const uint64_t pos = b * T + i;
-      const int32_t theirs = static_cast<int32_t>(get_u32(tokens + 4 * pos));
-      if (theirs != own.tokens[pos])
-        invalid_argument("block " + std::to_string(b) + " differs: token " + std::to_string(pos) +
-                         " is " + std::to_string(theirs) + " in the key blob but " +
-                         std::to_string(own.tokens[pos]) + " in tokens");
-    }
-    if (std::memcmp(keys + b * kTransferKeyBytes, own.keys[b].digest.bytes, 32) != 0)
-      invalid_argument("block " + std::to_string(b) +
-                       " differs: its chain digest in the key blob is not the one rebuilt from "
-                       "tokens and options (another cache salt, LoRA id or extra keys)");
+  for (uint64_t pos = 0; pos < n; ++pos) {
+    const int32_t theirs = static_cast<int32_t>(get_u32(tokens + 4 * pos));
+    if (theirs != own[pos])
+      invalid_argument("block " + std::to_string(pos / T) + " differs: token " +
+                       std::to_string(pos) + " is " + std::to_string(theirs) +
+                       " in the key blob but " + std::to_string(own[pos]) + " in tokens");
   }
 }
 

@@ -119,11 +119,11 @@ static void test_round_trip_reuses_every_block_bit_for_bit(void **state) {
   size_t keys_size = 0;
   keys_of(exp, &keys, &keys_size);
   assert_int_equal(keys_size, ed.keys_bytes);
-  assert_int_equal(keys_size, 32 + BLOCKS * (4 * TPB + 40) + 8);
+  assert_int_equal(keys_size, 64 + BLOCKS * (4 * TPB + 8) + 8);
   assert_memory_equal(keys, "KVCXFERK", 8);
   /* The blob's tokens, little endian. */
   for (size_t i = 0; i < BLOCKS * TPB; ++i) {
-    const unsigned char *p = keys + 32 + 4 * i;
+    const unsigned char *p = keys + 64 + 4 * i;
     const uint32_t t = p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
     assert_int_equal((int32_t)t, tokens[i]);
   }
@@ -136,7 +136,7 @@ static void test_round_trip_reuses_every_block_bit_for_bit(void **state) {
   ok(kvc_block_hashes(cfg, tokens, BLOCKS * TPB, NULL, hashes, BLOCKS, &nh));
   kvc_config_destroy(cfg);
   for (size_t i = 0; i < BLOCKS; ++i) {
-    const unsigned char *p = keys + 32 + 4 * BLOCKS * TPB + 40 * i + 32;
+    const unsigned char *p = keys + 64 + 4 * BLOCKS * TPB + 8 * i;
     uint64_t h = 0;
     for (int k = 7; k >= 0; --k) h = h << 8 | p[k];
     assert_true(h == hashes[i]);
@@ -219,7 +219,9 @@ static void test_refuses_another_prompt_salt_or_geometry(void **state) {
   salted.salt = "tenant-b";
   salted.salt_size = 8;
   assert_fails(kvc_cache_import_begin(b, 7, tokens, PROMPT, &salted, keys, size, &imp),
-               KVC_ERR_INVALID_ARGUMENT, "block 0 differs: its chain digest");
+               KVC_ERR_INVALID_ARGUMENT,
+               "scope check differs from the one computed from options over its 40 tokens "
+               "(another cache salt, LoRA id or extra keys)");
   assert_same_blocks(b, &before);
 
   /* A prompt shorter than the blob. */
@@ -233,13 +235,28 @@ static void test_refuses_another_prompt_salt_or_geometry(void **state) {
                KVC_ERR_INVALID_ARGUMENT, "truncated");
   unsigned char *bad = malloc(size);
   memcpy(bad, keys, size);
-  bad[32 + 4 * BLOCKS * TPB + 5] ^= 1; /* a digest byte */
+  bad[64 + 4 * BLOCKS * TPB + 5] ^= 1; /* a portable hash byte */
   assert_fails(kvc_cache_import_begin(b, 7, tokens, PROMPT, NULL, bad, size, &imp),
                KVC_ERR_INVALID_ARGUMENT, "checksum");
   memcpy(bad, keys, size);
-  bad[8] = 2;
+  bad[32 + 7] ^= 1; /* a scope check byte */
   assert_fails(kvc_cache_import_begin(b, 7, tokens, PROMPT, NULL, bad, size, &imp),
-               KVC_ERR_INVALID_ARGUMENT, "format version 2");
+               KVC_ERR_INVALID_ARGUMENT, "checksum");
+  memcpy(bad, keys, size);
+  bad[64 + 4 * 5] ^= 1; /* a token of block 1 */
+  assert_fails(kvc_cache_import_begin(b, 7, tokens, PROMPT, NULL, bad, size, &imp),
+               KVC_ERR_INVALID_ARGUMENT, "checksum");
+  memcpy(bad, keys, size);
+  bad[8] = 3;
+  assert_fails(kvc_cache_import_begin(b, 7, tokens, PROMPT, NULL, bad, size, &imp),
+               KVC_ERR_INVALID_ARGUMENT,
+               "the key blob has format version 3; this cache reads version 2");
+  memcpy(bad, keys, size);
+  bad[8] = 1; /* the format of 0.3.0's first transfer commits */
+  assert_fails(kvc_cache_import_begin(b, 7, tokens, PROMPT, NULL, bad, size, &imp),
+               KVC_ERR_INVALID_ARGUMENT,
+               "the key blob has format version 1 (a chain digest per block); this cache reads "
+               "version 2");
   memcpy(bad, keys, size);
   bad[0] = 'X';
   assert_fails(kvc_cache_import_begin(b, 7, tokens, PROMPT, NULL, bad, size, &imp),
@@ -270,7 +287,7 @@ static void test_refuses_another_prompt_salt_or_geometry(void **state) {
   kvc_sequence_options_t other_salt = salted;
   other_salt.salt = "tenant-c";
   assert_fails(kvc_cache_import_begin(c, 7, tokens, PROMPT, &other_salt, keys, size, &imp),
-               KVC_ERR_INVALID_ARGUMENT, "block 0 differs");
+               KVC_ERR_INVALID_ARGUMENT, "another cache salt");
   ok(kvc_cache_import_begin(c, 7, tokens, PROMPT, &salted, keys, size, &imp));
   kvc_import_destroy(imp); /* aborts */
   assert_int_equal(stats_of(c).num_sequences, 0);

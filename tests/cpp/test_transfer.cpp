@@ -1,10 +1,12 @@
 // Block transfer internals: the key blob's format (every flipped byte of a
-// blob is refused, the refusals name the field and the first block that
-// differs), export holds counted by the invariant checker past the
+// blob is refused, a version 1 blob is named, the refusals name the field
+// and the first block that differs, the scope check is as strong as a chain
+// digest per block), export holds counted by the invariant checker past the
 // sequence's removal and reset_reuse, extra keys in the digest, a fork
 // sibling's unpublished block, windowed groups, and an import published
 // exactly as a commit (STORED events).
 #include <gtest/gtest.h>
+#include <xxhash.h>
 
 #include <cstring>
 #include <string>
@@ -13,6 +15,8 @@
 #include "base/error.h"
 #include "core/block_record.h"
 #include "core/cache.h"
+#include "core/portable_hash.h"
+#include "core/store_keys.h"
 #include "core/transfer_keys.h"
 #include "manager_fixture.h"
 
@@ -50,24 +54,105 @@ TransferKeys keys_of(const std::vector<int32_t>& tokens, uint32_t T, uint64_t fi
   k.tokens_per_block = T;
   k.num_blocks = tokens.size() / T;
   k.tokens.assign(tokens.begin(), tokens.begin() + k.num_blocks * T);
-  k.keys.resize(k.num_blocks);
-  chain_transfer_keys(7, T, scope, extras, tokens.data(), k.num_blocks, k.keys.data());
+  fill_transfer_keys(7, scope, extras, k);
   return k;
 }
 
-// The receiver's digest-only chain (import begin) is the blob's digests,
-// with a salt and extra keys in the scope.
-TEST(TransferKeys, DigestOnlyChainEqualsTheBlobsDigests) {
+// check_transfer_keys with the receiver's scope check over the blob's
+// blocks.
+void check_own(const unsigned char* blob, const std::vector<int32_t>& tokens, uint64_t num_blocks,
+               uint32_t T, const std::string& scope = encode_scope(false, "", false, 0),
+               const std::vector<ExtraKey>& extras = {}) {
+  check_transfer_keys(blob, num_blocks, T, transfer_scope_check(scope, extras, num_blocks * T),
+                      tokens.data());
+}
+
+// The blob's portable hashes are the chain block stores and events name
+// blocks by (under the sender's seed), with a salt and extra keys.
+TEST(TransferKeys, PortableHashesAreTheStoreKeysHashes) {
   const std::vector<int32_t> t = seq(500, 64);
   const std::string scope = encode_scope(true, "tenant", true, 42);
-  const std::vector<ExtraKey> extras = {ExtraKey{3, 9, "image-a"}, ExtraKey{40, 2, "image-b"}};
-  std::vector<StoreKey> full(16), digests(16);
-  chain_transfer_keys(7, 4, scope, extras, t.data(), 16, full.data());
-  chain_transfer_digests(4, scope, extras, t.data(), 16, digests.data());
-  for (size_t b = 0; b < 16; ++b) {
-    EXPECT_EQ(digests[b].digest, full[b].digest) << b;
-    EXPECT_EQ(digests[b].hash, 0u) << b;
+  std::vector<ExtraKey> extras = {ExtraKey{40, 2, "image-b"}, ExtraKey{3, 9, "image-a"}};
+  sort_extra_keys(extras);
+  const TransferKeys k = keys_of(t, 4, 1, scope, extras);
+  const PortableHasher hasher(7);
+  std::vector<StoreKey> full(16);
+  chain_prompt_keys(hasher, 4, StoreKey{}, hasher.scope_digest(scope), scope_chain_digest(scope),
+                    extras, t.data(), 0, 16, full.data(), false);
+  ASSERT_EQ(k.hashes.size(), 16u);
+  for (size_t b = 0; b < 16; ++b) EXPECT_EQ(k.hashes[b], full[b].hash) << b;
+}
+
+// PortableHasher::block (the blob's hashes, events, stores) is the
+// algorithm events.h states, byte for byte, for every block size up to 40
+// tokens (whole 16-byte copies and a remainder of 0 to 3 tokens).
+TEST(TransferKeys, PortableBlockHashIsTheStatedAlgorithmForEveryBlockSize) {
+  const std::vector<int32_t> t = seq(-20, 40);
+  const PortableHasher hasher(0x5eed);
+  for (uint32_t n = 1; n <= 40; ++n) {
+    std::vector<unsigned char> bytes;
+    auto put = [&](uint64_t v, int size) {
+      for (int i = 0; i < size; ++i) bytes.push_back(static_cast<unsigned char>(v >> (8 * i)));
+    };
+    put(0x1111, 8);
+    put(0x2222, 8);
+    put(0x3333, 8);
+    put(n, 4);
+    for (uint32_t i = 0; i < n; ++i) put(static_cast<uint32_t>(t[i]), 4);
+    EXPECT_EQ(hasher.block(0x1111, 0x2222, 0x3333, t.data(), n),
+              XXH3_64bits_withSeed(bytes.data(), bytes.size(), 0x5eed))
+        << n << " tokens";
   }
+}
+
+// The scope check is exactly as strong as version 1's chain digest per
+// block: for scopes and extra keys in and around the exported range, the
+// scope checks are equal if and only if every block's chain digest is
+// (tokens equal).
+TEST(TransferKeys, ScopeCheckEqualsIffEveryChainDigestIsEqual) {
+  const uint32_t T = 4;
+  const uint64_t N = 3;  // tokens [0, 12)
+  const std::vector<int32_t> t = seq(10, 20);
+  const std::vector<std::string> scopes = {encode_scope(false, "", false, 0),
+                                           encode_scope(true, "", false, 0),
+                                           encode_scope(true, "a", true, 1)};
+  const std::vector<std::vector<ExtraKey>> extras = {
+      {},
+      {{12, 3, "x"}},                // past the range
+      {{11, 3, "x"}},                // straddles its end
+      {{11, 5, "x"}},                // another length past the end
+      {{2, 1, "x"}},                 // inside
+      {{2, 1, "y"}},                 // other data
+      {{2, 1, "x"}, {14, 2, "z"}},   // inside, and past the range
+      {{0, 12, "x"}},                // every block
+  };
+  const PortableHasher hasher(0);
+  auto chain = [&](const std::string& scope, const std::vector<ExtraKey>& e) {
+    std::vector<StoreKey> keys(N);
+    chain_prompt_keys(hasher, T, StoreKey{}, 0, scope_chain_digest(scope), e, t.data(), 0, N,
+                      keys.data());
+    std::vector<ChainDigest> d;
+    for (const StoreKey& k : keys) d.push_back(k.digest);
+    return d;
+  };
+  for (const auto& sa : scopes)
+    for (const auto& ea : extras)
+      for (const auto& sb : scopes)
+        for (const auto& eb : extras) {
+          const bool same_chain = chain(sa, ea) == chain(sb, eb);
+          const bool same_check =
+              transfer_scope_check(sa, ea, N * T) == transfer_scope_check(sb, eb, N * T);
+          EXPECT_EQ(same_check, same_chain);
+        }
+  // Extra keys only past the range compare equal to none; a key that
+  // straddles the range's end is compared whole, as its block's digest
+  // encodes it (offset, length, data).
+  EXPECT_EQ(transfer_scope_check(scopes[0], extras[0], N * T),
+            transfer_scope_check(scopes[0], extras[1], N * T));
+  EXPECT_EQ(transfer_scope_check(scopes[0], extras[4], N * T),
+            transfer_scope_check(scopes[0], extras[6], N * T));
+  EXPECT_NE(transfer_scope_check(scopes[0], extras[2], N * T),
+            transfer_scope_check(scopes[0], extras[3], N * T));
 }
 
 TEST(TransferKeys, BlobRoundTripsAndEveryFlippedByteIsRefused) {
@@ -75,16 +160,19 @@ TEST(TransferKeys, BlobRoundTripsAndEveryFlippedByteIsRefused) {
   const TransferKeys k = keys_of(t, 4, 0x1234);
   const std::string blob = encode_transfer_keys(k);
   ASSERT_EQ(blob.size(), transfer_keys_size(3, 4));
-  ASSERT_EQ(blob.size(), 32u + 3 * (16 + 40) + 8);
+  ASSERT_EQ(blob.size(), 64u + 3 * (16 + 8) + 8);
   const auto* p = reinterpret_cast<const unsigned char*>(blob.data());
   EXPECT_EQ(check_transfer_frame(p, blob.size(), 0x1234, 4), 3u);
-  EXPECT_NO_THROW(check_transfer_keys(p, k));
-  // The digests are those block stores key blocks by (block_record.h).
-  ChainDigest parent;
-  const ChainDigest scope = scope_chain_digest(encode_scope(false, "", false, 0));
+  EXPECT_NO_THROW(check_own(p, t, 3, 4));
+  // The layout transfer.h documents: the scope check at 32, the tokens at
+  // 64, the portable hashes after them.
+  const ChainDigest check = transfer_scope_check(encode_scope(false, "", false, 0), {}, 12);
+  EXPECT_EQ(std::memcmp(p + 32, check.bytes, 32), 0);
+  EXPECT_EQ(std::memcmp(p + 64, t.data(), 48), 0);
   for (uint64_t b = 0; b < 3; ++b) {
-    parent = block_chain_digest(parent, scope, extra_chain_digest(""), t.data() + 4 * b, 4);
-    EXPECT_EQ(std::memcmp(p + 32 + 48 + 40 * b, parent.bytes, 32), 0) << b;
+    uint64_t h = 0;
+    for (int i = 7; i >= 0; --i) h = (h << 8) | p[64 + 48 + 8 * b + size_t(i)];
+    EXPECT_EQ(h, k.hashes[b]) << b;
   }
   for (size_t i = 0; i < blob.size(); ++i) {
     std::string bad = blob;
@@ -92,7 +180,7 @@ TEST(TransferKeys, BlobRoundTripsAndEveryFlippedByteIsRefused) {
     const auto* q = reinterpret_cast<const unsigned char*>(bad.data());
     EXPECT_EQ(status_of([&] {
                 check_transfer_frame(q, bad.size(), 0x1234, 4);
-                check_transfer_keys(q, k);
+                check_own(q, t, 3, 4);
               }),
               KVC_ERR_INVALID_ARGUMENT)
         << "byte " << i;
@@ -100,6 +188,39 @@ TEST(TransferKeys, BlobRoundTripsAndEveryFlippedByteIsRefused) {
   for (size_t n = 0; n < blob.size(); ++n)
     EXPECT_EQ(status_of([&] { check_transfer_frame(p, n, 0x1234, 4); }), KVC_ERR_INVALID_ARGUMENT)
         << n << " bytes";
+}
+
+// A blob whose frame is intact (checksum rewritten) but whose scope check
+// or tokens were changed is refused by the content check.
+TEST(TransferKeys, TamperedScopeCheckOrTokensAreRefusedPastTheFrame) {
+  const std::vector<int32_t> t = seq(10, 12);
+  const std::string blob = encode_transfer_keys(keys_of(t, 4, 0x1234));
+  auto resum = [](std::string& b) {
+    const uint64_t sum = XXH3_64bits(b.data(), b.size() - 8);
+    for (int i = 0; i < 8; ++i) b[b.size() - 8 + size_t(i)] = char((sum >> (8 * i)) & 0xff);
+  };
+  for (size_t at : {size_t(32), size_t(63), size_t(64), size_t(64 + 47)}) {
+    std::string bad = blob;
+    bad[at] = char(bad[at] ^ 1);
+    resum(bad);
+    const auto* q = reinterpret_cast<const unsigned char*>(bad.data());
+    EXPECT_EQ(check_transfer_frame(q, bad.size(), 0x1234, 4), 3u);
+    EXPECT_EQ(status_of([&] { check_own(q, t, 3, 4); }), KVC_ERR_INVALID_ARGUMENT) << at;
+  }
+}
+
+TEST(TransferKeys, AVersion1BlobIsRefusedNamingBothVersions) {
+  const std::vector<int32_t> t = seq(10, 12);
+  std::string blob = encode_transfer_keys(keys_of(t, 4, 0x1234));
+  blob[8] = 1;  // u32 version, little endian
+  const auto* p = reinterpret_cast<const unsigned char*>(blob.data());
+  const std::string m = message_of([&] { check_transfer_frame(p, blob.size(), 0x1234, 4); });
+  EXPECT_NE(m.find("format version 1 (a chain digest per block); this cache reads version 2"),
+            std::string::npos)
+      << m;
+  // Also when the blob is shorter than a version 2 frame.
+  EXPECT_NE(message_of([&] { check_transfer_frame(p, 20, 0x1234, 4); }).find("format version 1"),
+            std::string::npos);
 }
 
 TEST(TransferKeys, RefusalsNameTheFieldAndTheFirstBlockThatDiffers) {
@@ -117,20 +238,23 @@ TEST(TransferKeys, RefusalsNameTheFieldAndTheFirstBlockThatDiffers) {
   std::vector<int32_t> other = t;
   other[6] = 99;
   EXPECT_NE(message_of([&] {
-              check_transfer_keys(p, keys_of(other, 4, 0x1234));
+              check_own(p, other, 3, 4);
             }).find("block 1 differs: token 6 is 16 in the key blob but 99 in tokens"),
             std::string::npos);
-  // Same tokens, another scope or extra keys: the digest differs.
+  // Same tokens, another scope or extra keys: the scope check differs.
   EXPECT_NE(message_of([&] {
-              check_transfer_keys(p, keys_of(t, 4, 0x1234, encode_scope(true, "", false, 0)));
-            }).find("block 0 differs: its chain digest"),
+              check_own(p, t, 3, 4, encode_scope(true, "", false, 0));
+            }).find("scope check differs from the one computed from options over its 12 tokens "
+                    "(another cache salt, LoRA id or extra keys)"),
             std::string::npos);
   const std::vector<ExtraKey> image = {{5, 3, "img"}};
   EXPECT_NE(message_of([&] {
-              check_transfer_keys(p,
-                                  keys_of(t, 4, 0x1234, encode_scope(false, "", false, 0), image));
-            }).find("block 1 differs: its chain digest"),
+              check_own(p, t, 3, 4, encode_scope(false, "", false, 0), image);
+            }).find("another cache salt, LoRA id or extra keys"),
             std::string::npos);
+  // Extra keys only past the blob's tokens: no difference.
+  const std::vector<ExtraKey> later = {{12, 3, "img"}};
+  EXPECT_NO_THROW(check_own(p, t, 3, 4, encode_scope(false, "", false, 0), later));
 }
 
 class TransferHold : public test::ManagerFixture {};

@@ -227,14 +227,15 @@ void Program::export_sequence() {
   if (kvc_export_keys(h, ex.keys.data(), ex.keys.size(), &size) != KVC_OK || size != keys_bytes)
     finding("kvc_export_keys of a new export: %s, %zu bytes, the format takes %llu",
             kvc_last_error_message(), size, (unsigned long long)keys_bytes);
-  // The header's format: magic, version 1, T, N, then the tokens.
+  // The header's format: magic, version 2, T, N, the scope check, then the
+  // tokens.
   uint32_t version = 0, tpb = 0;
   uint64_t nb = 0;
   std::memcpy(&version, &ex.keys[8], 4);
   std::memcpy(&tpb, &ex.keys[12], 4);
   std::memcpy(&nb, &ex.keys[24], 8);
-  if (std::memcmp(ex.keys.data(), "KVCXFERK", 8) != 0 || version != 1 || tpb != m.T || nb != want ||
-      std::memcmp(&ex.keys[32], ex.tokens.data(), 4 * want * m.T) != 0)
+  if (std::memcmp(ex.keys.data(), "KVCXFERK", 8) != 0 || version != 2 || tpb != m.T || nb != want ||
+      std::memcmp(&ex.keys[64], ex.tokens.data(), 4 * want * m.T) != 0)
     finding(
         "the key blob's header or tokens differ from the export's (version %u, T %u, blocks %llu)",
         version, tpb, (unsigned long long)nb);

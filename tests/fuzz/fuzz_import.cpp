@@ -23,8 +23,8 @@ using namespace transfer;
 
 namespace {
 
-// The receiver's options for "another salt": the digests differ from any
-// scope the decoder makes.
+// The receiver's options for "another salt": the scope check differs from
+// any scope the decoder makes.
 const kvc_sequence_options_t* other_salt() {
   static kvc_sequence_options_t o;
   static const char salt[] = "\xfe kvc fuzz: another salt";
@@ -32,6 +32,29 @@ const kvc_sequence_options_t* other_salt() {
   o.salt = salt;
   o.salt_size = sizeof(salt) - 1;
   return &o;
+}
+
+// The receiver's options for "another extra key": the sender's salt, LoRA
+// id and extra keys plus one key over token `at` of the exported blocks
+// that no decoded option has; the scope check differs.
+const kvc_sequence_options_t* another_extra_key(const Options& o, uint64_t at) {
+  static kvc_sequence_options_t r;
+  static std::vector<kvc_extra_key_t> keys;
+  static const char image[] = "\xfe kvc fuzz: another image";
+  kvc_sequence_options_init(&r);
+  if (o.has_salt) {
+    r.salt = o.salt.data();
+    r.salt_size = o.salt.size();
+  }
+  r.has_lora = o.has_lora;
+  r.lora_id = o.lora_id;
+  keys.clear();
+  for (const ExtraKeyModel& k : o.extras)
+    keys.push_back(kvc_extra_key_t{k.offset, k.length, k.data.data(), k.data.size()});
+  keys.push_back(kvc_extra_key_t{at, 1, image, sizeof(image) - 1});
+  r.extra_keys = keys.data();
+  r.num_extra_keys = keys.size();
+  return &r;
 }
 
 }  // namespace
@@ -97,6 +120,9 @@ void Program::import_blocks() {
   bool null_out = false;
   const uint32_t variant = v % 16;
   switch (variant) {
+    case 8:
+      opts = another_extra_key(*x.opts, at % (N * T));
+      break;  // another extra key inside the blocks
     case 9:
       tokens[at % tokens.size()] ^= 1;
       break;  // the receiver's prompt differs
@@ -124,7 +150,7 @@ void Program::import_blocks() {
     default:
       break;
   }
-  const bool hostile = variant >= 9;
+  const bool hostile = variant >= 8;
   uint64_t id = 100 + idb % 8;
   if (idb >= 0xF8 && !dst.seqs.empty())
     id = dst.seqs.begin()->first;  // taken

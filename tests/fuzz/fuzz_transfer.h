@@ -24,7 +24,7 @@ inline void must_direct(kvc_status_t st, kvc_status_t want, const char* what) {
 }
 
 inline uint64_t keys_size_of(uint64_t blocks, uint32_t T) {
-  return 32 + 4 * blocks * T + 40 * blocks + 8;
+  return 64 + 4 * blocks * T + 8 * blocks + 8;  // key blob format version 2
 }
 
 inline void trace(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
