@@ -169,7 +169,6 @@ void round_trip(kvc_cache_t* cache, uint32_t layer, const Geometry& g, Result& o
     for (size_t i = 0; i < q.size(); ++i) pq[r * q.size() + i] = uint16_t(q[i] ^ (r << 3));
   const std::vector<int32_t> qo{0, int32_t(kQueries)};
   uint16_t* dpq = to_device(pq);
-  int32_t* dqo = to_device(qo);
   uint16_t* dpout = to_device(std::vector<uint16_t>(pq.size(), 0));
   kvc_prefill_args_t pa;
   kvc_prefill_args_init(&pa);
@@ -180,8 +179,8 @@ void round_trip(kvc_cache_t* cache, uint32_t layer, const Geometry& g, Result& o
   pa.q_dtype = KVC_DTYPE_BF16;
   pa.query = dpq;
   pa.out = dpout;
-  pa.qo_indptr = dqo;
-  pa.kv_lens = dlen;
+  pa.qo_indptr = qo.data();  // host arrays on every device (kernels.h)
+  pa.kv_lens = len.data();
   pa.block_table = dblocks;
   pa.table_stride = uint32_t(nb);
   pa.max_kv_len = kTokens;
@@ -199,7 +198,7 @@ void round_trip(kvc_cache_t* cache, uint32_t layer, const Geometry& g, Result& o
   CUDA_OK(cudaDeviceSynchronize());
   for (void* p : {static_cast<void*>(dk), static_cast<void*>(dv), static_cast<void*>(dslots),
                   static_cast<void*>(dq), static_cast<void*>(dlen), static_cast<void*>(dblocks),
-                  static_cast<void*>(dout), ws, static_cast<void*>(dpq), static_cast<void*>(dqo),
+                  static_cast<void*>(dout), ws, static_cast<void*>(dpq),
                   static_cast<void*>(dpout), pws})
     if (p != nullptr) {
       CUDA_OK(cudaFree(p));
