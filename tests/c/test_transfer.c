@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "kvc_test_assert.h"
+#include "transfer_helpers.h"
 #include "transfer_common.h"
 
 #define ok(call) assert_int_equal((call), KVC_OK)
@@ -36,25 +37,6 @@ static void prefill(kvc_cache_t *cache, uint64_t id, const int32_t *tokens, size
   ok(kvc_sequence_block_ids(cache, id, 0, ids, 512, &count));
   for (size_t b = cached / TPB; b < n / TPB; ++b) xt_fill(cache, ids[b], b, tokens, TPB);
   ok(kvc_sequence_commit(cache, id, n));
-}
-
-static kvc_cache_stats_t stats_of(const kvc_cache_t *cache) {
-  kvc_cache_stats_t s = KVC_CACHE_STATS_INIT;
-  ok(kvc_cache_get_stats(cache, &s));
-  return s;
-}
-
-static void assert_same_blocks(const kvc_cache_t *cache, const kvc_cache_stats_t *before) {
-  const kvc_cache_stats_t now = stats_of(cache);
-  assert_int_equal(now.free_blocks, before->free_blocks);
-  assert_int_equal(now.cached_blocks, before->cached_blocks);
-  assert_int_equal(now.in_use_blocks, before->in_use_blocks);
-  assert_int_equal(now.num_sequences, before->num_sequences);
-  assert_int_equal(now.tree_nodes, before->tree_nodes);
-  assert_int_equal(now.reused_blocks, before->reused_blocks);
-  assert_int_equal(now.missed_blocks, before->missed_blocks);
-  assert_int_equal(now.evicted_blocks, before->evicted_blocks);
-  ok(kvc_cache_check(cache));
 }
 
 static void keys_of(const kvc_export_t *exp, unsigned char **buf, size_t *size) {

@@ -13,28 +13,13 @@
 #include <cmocka.h>
 
 #include "kvc_test_assert.h"
+#include "transfer_helpers.h"
 #include "transfer_common.h"
 
 #define ok(call) assert_int_equal((call), KVC_OK)
 #define TPB 4
 #define BLOCKS 10
 #define PROMPT (BLOCKS * TPB + 2) /* ten full blocks and a partial one */
-
-static kvc_cache_stats_t stats_of(const kvc_cache_t *cache) {
-  kvc_cache_stats_t s = KVC_CACHE_STATS_INIT;
-  ok(kvc_cache_get_stats(cache, &s));
-  return s;
-}
-
-static void assert_same_blocks(const kvc_cache_t *cache, const kvc_cache_stats_t *before) {
-  const kvc_cache_stats_t now = stats_of(cache);
-  assert_int_equal(now.free_blocks, before->free_blocks);
-  assert_int_equal(now.cached_blocks, before->cached_blocks);
-  assert_int_equal(now.in_use_blocks, before->in_use_blocks);
-  assert_int_equal(now.num_sequences, before->num_sequences);
-  assert_int_equal(now.tree_nodes, before->tree_nodes);
-  ok(kvc_cache_check(cache));
-}
 
 /* Commits the prompt with `opts` on a fresh cache, exports its ten full
  * blocks; the key blob into *keys (the caller frees it). */
