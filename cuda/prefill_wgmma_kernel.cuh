@@ -44,6 +44,7 @@ namespace {
 constexpr int kWgBM = int(kPrefillTileRows);    // packed query rows: 2 warpgroups x 64
 constexpr int kWgBN = int(kPrefillTileTokens);  // K/V tokens per tile
 constexpr int kWgThreads = 256;
+constexpr int kWgWsThreads = 384;  // one producer and two consumer warpgroups
 static_assert(kWgBM == 128 && kWgBN == 64, "the wgmma kernel's shapes are fixed");
 
 template <int D, int STAGES> struct WgSmem {
@@ -342,6 +343,336 @@ __global__ void __launch_bounds__(kWgThreads, STAGES == 2 ? 2 : 1)
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
     const int pr = r0 + wg * 64 + warp * 16 + (lane >> 2) + h * 8;
+    if (pr >= rows_valid) continue;
+    const uint32_t qh = kvh * uint32_t(G) + uint32_t(pr % G);
+    const uint64_t row = uint64_t(sq.q_start + pr / G);
+    const int d0 = (lane & 3) * 2;
+    if (p.num_splits == 1) {
+      const float inv = sum > 0.0f ? p.v_scale / sum : 0.0f;
+      uint32_t* dst = reinterpret_cast<uint32_t*>(static_cast<Q*>(p.out) + (row * p.q_heads + qh) * D);
+#pragma unroll
+      for (int nt = 0; nt < D / 8; ++nt)
+        dst[(nt * 8 + d0) / 2] = pack2<Q>(o[4 * nt + 2 * h] * inv, o[4 * nt + 2 * h + 1] * inv);
+      if (p.lse != nullptr && (lane & 3) == 0)
+        p.lse[row * p.q_heads + qh] = sum > 0.0f ? (m[h] + log2f(sum)) * kLn2 : -INFINITY;
+    } else {
+      const uint64_t part = ((row - uint64_t(p.q_base)) * p.q_heads + qh) * p.num_splits + split;
+      float2* dst = reinterpret_cast<float2*>(p.ws_o + part * D);
+#pragma unroll
+      for (int nt = 0; nt < D / 8; ++nt)
+        dst[(nt * 8 + d0) / 2] = make_float2(o[4 * nt + 2 * h], o[4 * nt + 2 * h + 1]);
+      if ((lane & 3) == 0) p.ws_ml[part] = make_float2(sum > 0.0f ? m[h] : -INFINITY, sum);
+    }
+  }
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#else
+  __trap();  // built for sm_90a only
+#endif
+}
+
+}  // namespace
+
+}  // namespace kvc
+
+namespace kvc {
+namespace {
+template <class Q, int D, bool CAP, int STAGES>
+__global__ void __launch_bounds__(kWgWsThreads, 1)
+    prefill_wgmma_ws_kernel(const __grid_constant__ PrefillParams p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using S = WgSmem<D, STAGES>;
+  constexpr int BM = kWgBM, BN = kWgBN;
+  constexpr int NO = D / 2;  // O accumulators per thread
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw = smem_u32(smem_raw);
+  const uint32_t s_base = (raw + 1023u) & ~1023u;  // swizzle atoms: 1024-byte aligned
+  unsigned char* smem = smem_raw + (s_base - raw);
+  const uint32_t s_q = s_base + S::kQ;
+  const uint32_t s_k = s_base + S::kK;
+  const uint32_t s_v = s_base + S::kV;
+
+  const int tid = threadIdx.x;
+  const int wg = tid >> 7;  // 0: producer; 1, 2: consumers of rows 64 * (wg - 1)
+  const int warp = (tid >> 5) & 3;
+  const int lane = tid & 31;
+
+  // The work item, as in prefill_kernel.cuh.
+  const uint32_t pieces = p.kv_heads * p.num_splits;
+  const uint32_t tile = p.num_tiles - 1 - blockIdx.x / pieces;
+  const uint32_t piece = blockIdx.x % pieces;
+  const uint32_t kvh = piece / p.num_splits;
+  const uint32_t split = piece % p.num_splits;
+  int lo_b = 0, hi_b = int(p.num_seqs) - 1;
+  while (lo_b < hi_b) {
+    const int mid = (lo_b + hi_b + 1) >> 1;
+    if (uint32_t(p.seqs[mid].tile_begin) <= tile) lo_b = mid;
+    else hi_b = mid - 1;
+  }
+  const PrefillSeq sq = p.seqs[lo_b];
+  const int G = int(p.group);
+  const int rows_valid = sq.q_len * G;
+  const int r0 = int(tile - uint32_t(sq.tile_begin)) * BM;
+  const int prefix = sq.kv_len - sq.q_len;
+  const int pos_min = prefix + r0 / G;
+  const int pos_max = prefix + (min(r0 + BM, rows_valid) - 1) / G;
+  const int window = int(p.window);
+
+  const int32_t* table_row;
+  bool table_ok = true;
+  if (p.indptr != nullptr) {
+    const int32_t begin = p.indptr[sq.index];
+    const int64_t have = int64_t(p.indptr[sq.index + 1]) - begin;
+    const int64_t need = (int64_t(sq.kv_len) + (1 << p.block_shift) - 1) >> p.block_shift;
+    if (have < need) {
+      if (tid == 0 && r0 == 0 && piece == 0)
+        record_kernel_error(p.err, kPrefillTableTooShort, p.layer, sq.index, have, need);
+      table_ok = false;
+    }
+    table_row = p.table + begin;
+  } else {
+    table_row = p.table + uint64_t(sq.index) * p.table_stride;
+  }
+
+  const int lo = window != 0 ? max(0, pos_min + 1 - window) : 0;
+  const int hi = pos_max + 1;
+  int lo_s = lo, hi_s = hi;
+  if (p.num_splits > 1) {
+    const int base = (lo / BN) * BN + int(split * p.split_tokens);
+    lo_s = max(lo, base);
+    hi_s = min(hi, base + int(p.split_tokens));
+  }
+  if (!table_ok) hi_s = lo_s;
+  const int n_first = (lo_s / BN) * BN;
+  const int n_tiles = hi_s > lo_s ? (hi_s - n_first + BN - 1) / BN : 0;
+
+  const uint32_t bar_full = s_base + S::kOffs;  // STAGES mbarriers: tile landed
+  const uint32_t bar_empty = bar_full + 8 * STAGES;  // STAGES mbarriers: tile consumed
+  if (tid == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(bar_full + 8 * s, 128);
+      mbar_init(bar_empty + 8 * s, 8);  // lane 0 of each consumer warp
+    }
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    // Producer: gathers K and V tile j into stage j % STAGES through the
+    // block table; publishes tile j - 1 once its copies have landed.
+    constexpr int CPR = D / 8;
+    constexpr int RPP = 128 / CPR;
+    constexpr int PER = BN / RPP;
+    constexpr int LAG = STAGES - 2;  // consumers release tile t after tile t + 1 landed
+    const int c = tid % CPR;
+    auto publish = [&](int jt) {
+      fence_proxy_async_smem();
+      mbar_arrive(bar_full + 8 * (jt % STAGES));
+    };
+    for (int j = 0; j < n_tiles; ++j) {
+      const int s = j % STAGES;
+      if (j >= STAGES) mbar_wait(bar_empty + 8 * s, ((j / STAGES) & 1) ^ 1);
+      const uint32_t kd = s_k + uint32_t(s * S::kTile), vd = s_v + uint32_t(s * S::kTile);
+#pragma unroll
+      for (int k = 0; k < PER; ++k) {
+        const int r = tid / CPR + k * RPP;
+        const int t = n_first + j * BN + r;
+        int64_t off = -1;
+        if (t >= lo_s && t < hi_s) {
+          const int32_t id = table_row[t >> p.block_shift];
+          if (id < 0 || uint32_t(id) >= p.num_blocks) {
+            if (c == 0)
+              record_kernel_error(p.err, kPrefillBlockOutOfRange, p.layer, sq.index, id, p.num_blocks,
+                                  t >> p.block_shift);
+          } else {
+            off = int64_t(uint64_t(id) * p.block_stride +
+                          uint64_t(t & ((1 << p.block_shift) - 1)) * p.token_stride +
+                          uint64_t(kvh) * p.head_stride) + c * 16;
+          }
+        }
+        const uint32_t bytes = off >= 0 ? 16u : 0u;
+        const int64_t o2 = off >= 0 ? off : 0;
+        cp_async16(kd + sw128<BN>(r, c), p.k_base + o2, bytes);
+        cp_async16(vd + sw128<BN>(r, c), p.v_base + o2, bytes);
+      }
+      cp_async_commit();
+      // Up to LAG tiles in flight: tile j - LAG is published now (the
+      // stage of tile j - STAGES, awaited above, needed tile j + 1 - STAGES).
+      if (j >= LAG) {
+        cp_async_wait<LAG>();
+        publish(j - LAG);
+      }
+    }
+    cp_async_wait<0>();
+    for (int j = max(0, n_tiles - LAG); j < n_tiles; ++j) publish(j);
+    return;
+  }
+
+  // Consumers.
+  const int cw = wg - 1;
+  int pos_row[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int pr = r0 + cw * 64 + warp * 16 + (lane >> 2) + h * 8;
+    pos_row[h] = prefix + min(pr, rows_valid - 1) / G;
+  }
+  const bool wg_active = r0 + cw * 64 < rows_valid;
+  const uint32_t q_wg = s_q + uint32_t(cw * 64 * 128);
+  if (n_tiles > 0) {
+    // This warpgroup's 64 rows of Q; rows past the sequence are zeros.
+    constexpr int CPR = D / 8;
+    constexpr int PER = 64 * CPR / 128;
+    constexpr int RPP = 128 / CPR;
+    const int c = tid % CPR;
+    const int tw = tid & 127;
+    const unsigned char* qbase = static_cast<const unsigned char*>(p.query);
+#pragma unroll
+    for (int k = 0; k < PER; ++k) {
+      const int r = cw * 64 + tw / CPR + k * RPP;
+      const int pr = r0 + r;
+      const bool ok = pr < rows_valid;
+      const uint64_t qrow = uint64_t(sq.q_start + (ok ? pr / G : 0)) * p.q_heads + kvh * uint32_t(G) +
+                            uint32_t(ok ? pr % G : 0);
+      cp_async16(s_q + sw128<BM>(r, c), qbase + (qrow * D + c * 8) * 2, ok ? 16u : 0u);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+    fence_proxy_async_smem();
+    asm volatile("bar.sync %0, 128;" ::"r"(wg) : "memory");
+  }
+
+  float o[NO];
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int i = 0; i < NO; ++i) o[i] = 0.0f;
+  float s[BN / 2];
+  uint32_t pa[BN / 16][4];
+  float corr[2] = {1.0f, 1.0f};
+  bool grew = false;
+  const float mult = CAP ? 1.0f : p.score_scale;
+
+  auto wait_full = [&](int j) { mbar_wait(bar_full + 8 * (j % STAGES), (j / STAGES) & 1); };
+  auto release = [&](int j) {
+    if (lane == 0) mbar_arrive(bar_empty + 8 * (j % STAGES));
+  };
+  auto issue_s = [&](int j) {
+    const uint32_t k_tile = s_k + uint32_t((j % STAGES) * S::kTile);
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const uint64_t da = smem_desc_sw128(q_wg + uint32_t((kk >> 2) * BM * 128 + (kk & 3) * 32), 16, 1024);
+      const uint64_t db = smem_desc_sw128(k_tile + uint32_t((kk >> 2) * BN * 128 + (kk & 3) * 32), 16, 1024);
+      Wgmma<Q, BN>::ss(s, da, db, kk > 0 ? 1 : 0);
+    }
+    wgmma_commit();
+  };
+  auto issue_pv = [&](int j) {
+    const uint32_t v_tile = s_v + uint32_t((j % STAGES) * S::kTile);
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      const uint64_t db = smem_desc_sw128(v_tile + uint32_t(kk * 16 * 128), BN * 128, 1024);
+      Wgmma<Q, D>::rs(o, pa[kk], db, 1);
+    }
+    wgmma_commit();
+  };
+  // Scores of tile j (landed in s) -> exponentials, row sums, corr.
+  auto softmax = [&](int j) {
+    const int n0 = n_first + j * BN;
+    if constexpr (CAP) {
+#pragma unroll
+      for (int i = 0; i < BN / 2; ++i) s[i] = p.cap_log2 * fast_tanh(s[i] * p.score_scale);
+    }
+    if (n0 + BN - 1 > pos_min || (window != 0 && n0 < pos_max + 1 - window)) {
+#pragma unroll
+      for (int i = 0; i < BN / 2; ++i) {
+        const int t = n0 + (i >> 2) * 8 + (lane & 3) * 2 + (i & 1);
+        const int pr = pos_row[(i >> 1) & 1];
+        if (t > pr || (window != 0 && t + window <= pr)) s[i] = -INFINITY;
+      }
+    }
+    grew = false;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int nt = 0; nt < BN / 8; ++nt) mx = fmaxf(mx, fmaxf(s[4 * nt + 2 * h], s[4 * nt + 2 * h + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      mx *= mult;
+      const float old = m[h];
+      const bool up = mx > old + 8.0f;
+      const float ref = up ? mx : old;
+      corr[h] = up ? fast_exp2(old - ref) : 1.0f;
+      grew |= up;
+      m[h] = ref;
+      const float neg = ref == -INFINITY ? 0.0f : -ref;
+      float sum = 0.0f;
+#pragma unroll
+      for (int nt = 0; nt < BN / 8; ++nt) {
+        s[4 * nt + 2 * h] = fast_exp2(fmaf(s[4 * nt + 2 * h], mult, neg));
+        s[4 * nt + 2 * h + 1] = fast_exp2(fmaf(s[4 * nt + 2 * h + 1], mult, neg));
+        sum += s[4 * nt + 2 * h] + s[4 * nt + 2 * h + 1];
+      }
+      l[h] = l[h] * corr[h] + sum;
+    }
+  };
+  auto rescale_pack = [&]() {
+    if (__any_sync(0xffffffffu, grew)) {
+#pragma unroll
+      for (int nt = 0; nt < D / 8; ++nt) {
+        o[4 * nt + 0] *= corr[0];
+        o[4 * nt + 1] *= corr[0];
+        o[4 * nt + 2] *= corr[1];
+        o[4 * nt + 3] *= corr[1];
+      }
+    }
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      pa[kk][0] = pack2<Q>(s[8 * kk + 0], s[8 * kk + 1]);
+      pa[kk][1] = pack2<Q>(s[8 * kk + 2], s[8 * kk + 3]);
+      pa[kk][2] = pack2<Q>(s[8 * kk + 4], s[8 * kk + 5]);
+      pa[kk][3] = pack2<Q>(s[8 * kk + 6], s[8 * kk + 7]);
+    }
+  };
+
+  if (!wg_active) {
+    for (int j = 0; j < n_tiles; ++j) {
+      wait_full(j);
+      release(j);
+    }
+  } else if (n_tiles > 0) {
+    // Tile j's S = Q K^T runs on the tensor cores while tile j-1's P V
+    // does; tile j's softmax overlaps the P V.
+    wait_full(0);
+    wgmma_fence();
+    issue_s(0);
+    wgmma_wait<0>();
+    wgmma_fence_regs<BN / 2>(s);
+    softmax(0);
+    rescale_pack();
+    for (int j = 1; j < n_tiles; ++j) {
+      wait_full(j);
+      wgmma_fence();
+      issue_s(j);
+      issue_pv(j - 1);
+      wgmma_wait<1>();
+      wgmma_fence_regs<BN / 2>(s);
+      softmax(j);
+      wgmma_wait<0>();
+      wgmma_fence_regs<NO>(o);
+      release(j - 1);
+      rescale_pack();
+    }
+    wgmma_fence();
+    issue_pv(n_tiles - 1);
+    wgmma_wait<0>();
+    wgmma_fence_regs<NO>(o);
+    release(n_tiles - 1);
+  }
+
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float sum = l[h];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const int pr = r0 + cw * 64 + warp * 16 + (lane >> 2) + h * 8;
     if (pr >= rows_valid) continue;
     const uint32_t qh = kvh * uint32_t(G) + uint32_t(pr % G);
     const uint64_t row = uint64_t(sq.q_start + pr / G);
