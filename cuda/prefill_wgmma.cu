@@ -16,7 +16,7 @@ namespace kvc {
 namespace {
 
 constexpr int kMaxDevices = 64;
-constexpr int kStages = 4;  // K/V tiles in flight between producer and consumers
+constexpr int kStages = 2;  // K/V stages: 2 leave room for two thread blocks per SM
 
 template <class Q, int D, bool CAP>
 const PrefillHopperVariant* variant() {
@@ -35,9 +35,9 @@ const PrefillHopperVariant* variant() {
     // sm_90a code runs on compute capability 9.0 only.
     if (major != 9 || minor != 0) return;
     PrefillHopperVariant& r = per_device[device];
-    r.attend = prefill_wgmma_ws_kernel<Q, D, CAP, kStages>;
+    r.attend = prefill_wgmma_kernel<Q, D, CAP, kStages>;
     r.smem_bytes = size_t(WgSmem<D, kStages>::kBytes);
-    r.threads = kWgWsThreads;
+    r.threads = kWgThreads;
     cuda_check(cudaFuncSetAttribute(r.attend, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     int(r.smem_bytes)),
                "cudaFuncSetAttribute");

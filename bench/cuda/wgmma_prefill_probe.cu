@@ -76,9 +76,6 @@ int main(int argc, char** argv) {
   Kern w2 = make_kern(prefill_wgmma_kernel<bf16_t, D, false, 2>, WgSmem<D, 2>::kBytes, kWgThreads);
   Kern w3 = make_kern(prefill_wgmma_kernel<bf16_t, D, false, 3>, WgSmem<D, 3>::kBytes, kWgThreads);
   Kern w2c = make_kern(prefill_wgmma_kernel<bf16_t, D, true, 2>, WgSmem<D, 2>::kBytes, kWgThreads);
-  Kern ws3 = make_kern(prefill_wgmma_ws_kernel<bf16_t, D, false, 5>, WgSmem<D, 5>::kBytes, 384);
-  Kern ws4 = make_kern(prefill_wgmma_ws_kernel<bf16_t, D, false, 4>, WgSmem<D, 4>::kBytes, 384);
-  Kern ws4c = make_kern(prefill_wgmma_ws_kernel<bf16_t, D, true, 4>, WgSmem<D, 4>::kBytes, 384);
   printf("sms %d; blocks/SM: ref %d, wgmma2 %d, wgmma3 %d\n", sms, ref_nc.blocks_per_sm, w2.blocks_per_sm, w3.blocks_per_sm);
   KernelErrorRecord* err;
   CK(cudaMalloc(&err, sizeof(KernelErrorRecord)));
@@ -238,8 +235,8 @@ int main(int argc, char** argv) {
       return pp.num_splits;
     };
     const Kern& ref = c.cap > 0 ? ref_c : ref_nc;
-    std::vector<std::pair<const char*, const Kern*>> news = {{"wgmma2", c.cap > 0 ? &w2c : &w2}, {"ws4", c.cap > 0 ? &ws4c : &ws4}};
-    if (c.cap == 0) news.push_back({"ws5", &ws3});
+    std::vector<std::pair<const char*, const Kern*>> news = {{"wgmma2", c.cap > 0 ? &w2c : &w2}};
+    if (c.cap == 0) news.push_back({"wgmma3", &w3});
     launch(ref, p, dout_ref, dlse_ref, 0);
     CK(cudaDeviceSynchronize());
     std::vector<uint16_t> o_ref(hq.size()), o_new(hq.size());
