@@ -2,9 +2,12 @@
 // against the mma.sync kernel (prefill_kernel.cuh, the tested one): random
 // bf16 Q/K/V, 16-token blocks in random places of a pool whose unused
 // blocks hold NaN, both kernels on the same parameters; prints the largest
-// output and LSE differences and the TFLOP/s of both. Not part of the build:
+// output and LSE differences and the TFLOP/s of both (2 and 3 K/V stages).
+// Not part of the build (bench/CMakeLists.txt globs bench/cuda/*.cu only);
+// from the repository root:
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -I. \
-//     bench/cuda/wgmma_prefill_probe.cu cuda/prefill_plan.cpp -o probe
+//     bench/cuda/probes/wgmma_prefill_probe.cu cuda/prefill_plan.cpp -o probe
+// then run ./probe on an H100 / H200 (./probe quick: correctness + one row).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
