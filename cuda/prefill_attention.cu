@@ -2,7 +2,9 @@
 // head dim, soft cap), cuts the batch into launches of at most kMaxSeqs
 // sequences (they travel in the kernel parameters), plans split-KV per
 // launch (prefill_plan.h) and launches the attention and merge kernels of
-// prefill_kernel.cuh. Nothing is allocated: partial rows go to the
+// prefill_kernel.cuh, or on a compute capability 9.0 device the Hopper
+// kernel of prefill_wgmma_kernel.cuh for the combinations it has
+// (prefill_hopper.h). Nothing is allocated: partial rows go to the
 // caller's workspace.
 #include <cuda_runtime.h>
 
@@ -13,6 +15,7 @@
 
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_kernels.h"
+#include "cuda/prefill_hopper.h"
 #include "cuda/prefill_kernel.cuh"
 #include "cuda/prefill_plan.h"
 
@@ -64,6 +67,7 @@ const Variant& pick_dim(uint32_t head_dim) {
       // Benchmarks may ask for another configuration (bf16 without a cap).
       if constexpr (std::is_same_v<Q, bf16_t> && std::is_same_v<KV, bf16_t> && !CAP) {
         switch (g_config_override.load(std::memory_order_relaxed)) {
+          case 2: return variant<Q, KV, 128, CAP>();  // the mma.sync default, no Hopper kernel
           case 1: return variant<Q, KV, 128, CAP, 4, false>();
           case 3: return variant<Q, KV, 128, CAP, 8, true>();
           default: break;
@@ -94,8 +98,30 @@ const Variant& pick(const PrefillWork& w) {
   }
 }
 
-uint64_t wave_of(const Variant& v, const GpuInfo& gpu) {
-  return uint64_t(gpu.sm_count) * std::min<uint64_t>(v.blocks_per_sm, kPrefillMaxBlocksPerSm);
+// The attention kernel a launch runs: the Hopper one where there is one
+// (and no benchmark configuration asks for another), else the variant's.
+struct Attend {
+  void (*attend)(PrefillParams);
+  size_t smem_bytes;
+  int threads;
+  int blocks_per_sm;
+};
+
+Attend pick_attend(const PrefillWork& w, const Variant& v) {
+#if defined(KVC_HAVE_SM90A)
+  if (g_config_override.load(std::memory_order_relaxed) == 0) {
+    if (const PrefillHopperVariant* h =
+            prefill_hopper_variant(w.kv.dtype, w.kv.head_dim, w.soft_cap > 0.0f))
+      return {h->attend, h->smem_bytes, h->threads, h->blocks_per_sm};
+  }
+#else
+  (void)w;
+#endif
+  return {v.attend, v.smem_bytes, v.threads, v.blocks_per_sm};
+}
+
+uint64_t wave_of(const Attend& a, const GpuInfo& gpu) {
+  return uint64_t(gpu.sm_count) * std::min<uint64_t>(a.blocks_per_sm, kPrefillMaxBlocksPerSm);
 }
 
 }  // namespace
@@ -116,6 +142,7 @@ void launch_prefill_attention(const PrefillWork& w, const GpuInfo& gpu, KernelEr
                               cudaStream_t stream) {
   const LayerSlabs& kv = w.kv;
   const Variant& v = pick(w);
+  const Attend at = pick_attend(w, v);
   // Checked before anything is launched.
   if (reinterpret_cast<uintptr_t>(w.query) % 16 != 0)
     invalid_argument("query must be 16-byte aligned on a CUDA cache");
@@ -156,7 +183,7 @@ void launch_prefill_attention(const PrefillWork& w, const GpuInfo& gpu, KernelEr
   p.err = err;
   p.layer = kv.layer;
 
-  const uint64_t wave = wave_of(v, gpu);
+  const uint64_t wave = wave_of(at, gpu);
   const uint64_t tile_tokens = (BM + G - 1) / G;  // query tokens of a full tile
   uint32_t b = 0;
   while (b < w.batch) {
@@ -198,7 +225,7 @@ void launch_prefill_attention(const PrefillWork& w, const GpuInfo& gpu, KernelEr
     if (blocks > uint64_t(INT32_MAX))
       fail(KVC_ERR_UNSUPPORTED, "prefill attention: " + std::to_string(blocks) +
                                     " thread blocks in one launch exceed the grid limit");
-    v.attend<<<dim3(uint32_t(blocks)), v.threads, v.smem_bytes, stream>>>(p);
+    at.attend<<<dim3(uint32_t(blocks)), at.threads, at.smem_bytes, stream>>>(p);
     cuda_check(cudaGetLastError(), "prefill attention kernel launch");
     if (split.num_splits > 1) {
       cudaLaunchConfig_t cfg{};

@@ -39,6 +39,7 @@
 
 #include "cuda/cuda_numeric.cuh"
 #include "cuda/kernel_errors.h"
+#include "cuda/prefill_params.h"
 #include "cuda/prefill_plan.h"
 #include "cuda/tensor_core_ptx.cuh"
 
@@ -48,51 +49,6 @@ namespace {
 
 constexpr int BM = int(kPrefillTileRows);
 constexpr int BN = int(kPrefillTileTokens);
-constexpr int kMaxSeqs = 128;  // sequences per launch (they travel in the parameters)
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
-
-struct PrefillSeq {
-  int32_t q_start;   // first query row
-  int32_t q_len;
-  int32_t kv_len;
-  int32_t tile_begin;  // first tile of the sequence in this launch
-  int32_t index;       // sequence index in the call (its table row)
-};
-
-struct PrefillParams {
-  const void* query;
-  void* out;
-  float* lse;
-  const unsigned char* k_base;
-  const unsigned char* v_base;
-  uint64_t block_stride;
-  uint64_t token_stride;
-  uint64_t head_stride;
-  const int32_t* table;
-  const int32_t* indptr;  // CSR offsets, or NULL for a padded table
-  uint64_t table_stride;
-  uint32_t num_blocks;
-  uint32_t block_shift;
-  uint32_t q_heads;
-  uint32_t kv_heads;
-  uint32_t group;
-  uint32_t window;  // 0 = full
-  uint32_t num_splits;
-  uint32_t split_tokens;
-  uint32_t num_seqs;
-  uint32_t num_tiles;
-  int32_t q_base;        // first query row of the launch (workspace rows)
-  float score_scale;     // softmax_scale * k_scale * log2(e), or / cap when capped
-  float cap_log2;        // cap * log2(e); 0 = no soft cap
-  float v_scale;
-  float* ws_o;           // [rows][q_heads][num_splits][head_dim]
-  float2* ws_ml;         // [rows][q_heads][num_splits] (max, sum), exp2 domain
-  KernelErrorRecord* err;
-  uint32_t layer;
-  PrefillSeq seqs[kMaxSeqs];
-};
-
 // Warps and 16-row MMA tiles per warp by head dim: 4 warps of 32 rows keep
 // each K/V element read from shared memory once per 32 rows; head dim 256
 // has 8 warps of 16 rows so the output accumulators fit in registers.

@@ -244,10 +244,39 @@ TEST_F(PrefillGpu, ManySequencesSeveralLaunches) {
   run(s);
 }
 
+TEST_F(PrefillGpu, HopperKernelRaggedPrefixesGroupsDims) {
+  // The combinations the Hopper (wgmma) kernel takes on a compute
+  // capability 9.0 device (f16 / bf16, head dim 64 / 128, any group,
+  // windows, soft cap, LSE); elsewhere the mma.sync kernel runs them. Query
+  // lengths 1 / 7 / 128 / 1000, kv lengths around 16-token blocks and
+  // 64-token tiles, with and without a prefix; both table formats (run).
+  const std::vector<std::pair<uint32_t, uint32_t>> seqs = {
+      {1, 1}, {7, 16}, {128, 129}, {1000, 1000}, {1000, 1023}, {7, 2047}, {128, 192}, {1, 65}};
+  for (kvc_dtype_t dt : {KVC_DTYPE_BF16, KVC_DTYPE_F16})
+    for (uint32_t dim : {64u, 128u})
+      for (uint32_t group : {1u, 3u, 4u, 8u}) {
+        Spec s;
+        s.dtype = dt;
+        s.q_dtype = dt;
+        s.head_dim = dim;
+        s.kv_heads = 2;
+        s.q_heads = 2 * group;
+        s.layers = 1;
+        s.seqs = seqs;
+        run(s);
+        if (group == 4) {
+          s.window = 100;
+          s.soft_cap = 10.0f;
+          run(s);
+        }
+      }
+}
+
 TEST_F(PrefillGpu, EveryThreadBlockConfiguration) {
   // The benchmark-only configurations of bf16 head dim 128 compute the
-  // same function as the default.
-  for (int config : {1, 3}) {
+  // same function as the default (2: the mma.sync kernel where the default
+  // is the Hopper one).
+  for (int config : {1, 2, 3}) {
     SCOPED_TRACE("config " + std::to_string(config));
     kvc::set_prefill_config_override(config);
     Spec s;
