@@ -27,7 +27,7 @@ struct DecodeSplit {
 
 // Fewest tokens a split is given when a sequence is cut: below this the
 // merge traffic and block start-up outweigh the parallelism gained.
-constexpr uint64_t kMinSplitTokens = 256;
+constexpr uint64_t kMinSplitTokens = 128;
 
 DecodeSplit plan_decode_split(const DecodeShape& s);
 

@@ -6,6 +6,7 @@
 // of its own so the contiguous one keeps its instructions.
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <initializer_list>
 #include <type_traits>
 
@@ -20,7 +21,9 @@ namespace kvc {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kItemsPerThread = 4;
+constexpr int kItemsPerThread = 4;  // the default; the 16-byte copy picks by size (items_per_thread)
+// At most this many items: one per thread (items_per_thread).
+constexpr uint64_t kSmallStoreItems = 64 * 1024;
 
 struct StoreParams {
   const unsigned char* key;
@@ -62,17 +65,17 @@ __device__ __forceinline__ fp8_t convert<bf16_t, fp8_t>(bf16_t x, float s) {
   return from_f32<fp8_t>(to_f32(x) / s);
 }
 
-template <class In, class Out, int E, bool Strided>
+template <class In, class Out, int E, bool Strided, int IPT>
 __global__ void __launch_bounds__(kThreads) store_kv_kernel(StoreParams p) {
   constexpr uint32_t kDstItemBytes = sizeof(Out) * E;
   constexpr uint32_t kSrcItemBytes = sizeof(In) * E;
-  const uint32_t first = blockIdx.x * (kThreads * kItemsPerThread) + threadIdx.x;
-  Pack<In, E> data[kItemsPerThread];
-  unsigned char* dst[kItemsPerThread];
-  float scale[kItemsPerThread];
-  // All loads first, so that kItemsPerThread of them are in flight at once.
+  const uint32_t first = blockIdx.x * (kThreads * IPT) + threadIdx.x;
+  Pack<In, E> data[IPT];
+  unsigned char* dst[IPT];
+  float scale[IPT];
+  // All loads first, so that IPT of them are in flight at once.
 #pragma unroll
-  for (int j = 0; j < kItemsPerThread; ++j) {
+  for (int j = 0; j < IPT; ++j) {
     dst[j] = nullptr;
     const uint32_t i = first + j * kThreads;
     if (i >= p.num_items) continue;
@@ -109,7 +112,7 @@ __global__ void __launch_bounds__(kThreads) store_kv_kernel(StoreParams p) {
     scale[j] = kv == 0 ? p.k_scale : p.v_scale;
   }
 #pragma unroll
-  for (int j = 0; j < kItemsPerThread; ++j) {
+  for (int j = 0; j < IPT; ++j) {
     if (dst[j] == nullptr) continue;
     if constexpr (std::is_same_v<In, Out>) {
       store_pack(data[j], dst[j]);  // a plain copy: whole vectors, no per-byte work
@@ -122,7 +125,7 @@ __global__ void __launch_bounds__(kThreads) store_kv_kernel(StoreParams p) {
   }
 }
 
-template <class In, class Out, int E, bool Strided>
+template <class In, class Out, int E, bool Strided, int IPT = kItemsPerThread>
 void launch_with(StoreParams p, uint32_t num_tokens, cudaStream_t stream) {
   // 32-bit item indices: a launch takes at most 2^31 items.
   const uint32_t max_tokens = uint32_t((uint64_t(1) << 31) / p.items_per_token);
@@ -130,9 +133,9 @@ void launch_with(StoreParams p, uint32_t num_tokens, cudaStream_t stream) {
     const uint32_t n = num_tokens - begin < max_tokens ? num_tokens - begin : max_tokens;
     p.token_begin = begin;
     p.num_items = n * p.items_per_token;
-    const uint32_t per_block = kThreads * kItemsPerThread;
+    const uint32_t per_block = kThreads * IPT;
     const uint32_t blocks = (p.num_items + per_block - 1) / per_block;
-    store_kv_kernel<In, Out, E, Strided><<<blocks, kThreads, 0, stream>>>(p);
+    store_kv_kernel<In, Out, E, Strided, IPT><<<blocks, kThreads, 0, stream>>>(p);
     cuda_check(cudaGetLastError(), "store_kv kernel launch");
   }
 }
@@ -145,7 +148,31 @@ void launch(StoreParams p, uint32_t num_tokens, cudaStream_t stream) {
     launch_with<In, Out, E, true>(p, num_tokens, stream);
 }
 
+std::atomic<int> g_items_override{0};
+
+// Items per thread of the contiguous 16-byte copy (the common case: a
+// prefill's or a decode step's K/V). Small calls take one item per thread:
+// four times the blocks, so the few bytes spread over four times the SMs
+// (a call of 256 tokens of 8 x 128 bf16 heads is 32768 items: 32 blocks of
+// four items, 128 of one); large ones keep four loads in flight per thread.
+int items_per_thread(uint64_t items) {
+  if (const int forced = g_items_override.load(std::memory_order_relaxed); forced != 0) return forced;
+  return items <= kSmallStoreItems ? 1 : kItemsPerThread;
+}
+
+void launch_copy16(StoreParams p, uint32_t num_tokens, cudaStream_t stream) {
+  if (p.seq_len != 0) return launch_with<uint8_t, uint8_t, 16, true>(p, num_tokens, stream);
+  switch (items_per_thread(uint64_t(num_tokens) * p.items_per_token)) {
+    case 1: return launch_with<uint8_t, uint8_t, 16, false, 1>(p, num_tokens, stream);
+    case 2: return launch_with<uint8_t, uint8_t, 16, false, 2>(p, num_tokens, stream);
+    case 8: return launch_with<uint8_t, uint8_t, 16, false, 8>(p, num_tokens, stream);
+    default: return launch_with<uint8_t, uint8_t, 16, false, 4>(p, num_tokens, stream);
+  }
+}
+
 }  // namespace
+
+void set_store_kv_items_override(int items) { g_items_override.store(items, std::memory_order_relaxed); }
 
 void launch_store_kv(const StoreKvWork& w, KernelErrorRecord* err, cudaStream_t stream) {
   const LayerSlabs& kv = w.kv;
@@ -200,7 +227,7 @@ void launch_store_kv(const StoreKvWork& w, KernelErrorRecord* err, cudaStream_t 
     p.items_per_kv = kv.kv_heads * p.items_per_row;
     p.items_per_token = kv.kv_factor * p.items_per_kv;
     switch (width) {
-      case 16: return launch<uint8_t, uint8_t, 16>(p, w.num_tokens, stream);
+      case 16: return launch_copy16(p, w.num_tokens, stream);
       case 8: return launch<uint8_t, uint8_t, 8>(p, w.num_tokens, stream);
       case 4: return launch<uint8_t, uint8_t, 4>(p, w.num_tokens, stream);
       case 2: return launch<uint8_t, uint8_t, 2>(p, w.num_tokens, stream);
