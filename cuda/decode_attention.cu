@@ -570,6 +570,7 @@ DecodeShape shape_of(const DecodeWork& w, const Variant& v, const GpuInfo& gpu) 
   s.max_tokens = w.window != 0 ? std::min(w.max_seq_len, w.window) : w.max_seq_len;
   s.tile = uint32_t(v.tile);
   s.wave = uint64_t(gpu.sm_count) * uint64_t(v.blocks_per_sm);
+  s.min_split_tokens = w.kv.dtype == KVC_DTYPE_FP8_E4M3 ? kMinSplitTokensFp8 : kMinSplitTokens;
   return s;
 }
 

@@ -21,9 +21,8 @@ namespace kvc {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kItemsPerThread = 4;  // the default; the 16-byte copy picks by size (items_per_thread)
-// At most this many items: one per thread (items_per_thread).
-constexpr uint64_t kSmallStoreItems = 64 * 1024;
+constexpr int kMaxThreads = 1024;
+constexpr int kItemsPerThread = 4;  // but one for the contiguous 16-byte copy (items_per_thread)
 
 struct StoreParams {
   const unsigned char* key;
@@ -65,11 +64,13 @@ __device__ __forceinline__ fp8_t convert<bf16_t, fp8_t>(bf16_t x, float s) {
   return from_f32<fp8_t>(to_f32(x) / s);
 }
 
+// IPT items per thread; blocks of kThreads threads, or up to kMaxThreads
+// for one item per thread (set_store_kv_threads_override).
 template <class In, class Out, int E, bool Strided, int IPT>
-__global__ void __launch_bounds__(kThreads) store_kv_kernel(StoreParams p) {
+__global__ void __launch_bounds__(IPT == 1 ? kMaxThreads : kThreads) store_kv_kernel(StoreParams p) {
   constexpr uint32_t kDstItemBytes = sizeof(Out) * E;
   constexpr uint32_t kSrcItemBytes = sizeof(In) * E;
-  const uint32_t first = blockIdx.x * (kThreads * IPT) + threadIdx.x;
+  const uint32_t first = blockIdx.x * (blockDim.x * IPT) + threadIdx.x;
   Pack<In, E> data[IPT];
   unsigned char* dst[IPT];
   float scale[IPT];
@@ -77,7 +78,7 @@ __global__ void __launch_bounds__(kThreads) store_kv_kernel(StoreParams p) {
 #pragma unroll
   for (int j = 0; j < IPT; ++j) {
     dst[j] = nullptr;
-    const uint32_t i = first + j * kThreads;
+    const uint32_t i = first + j * blockDim.x;
     if (i >= p.num_items) continue;
     const uint32_t tok = i / p.items_per_token;
     const uint32_t r = i - tok * p.items_per_token;
@@ -126,16 +127,16 @@ __global__ void __launch_bounds__(kThreads) store_kv_kernel(StoreParams p) {
 }
 
 template <class In, class Out, int E, bool Strided, int IPT = kItemsPerThread>
-void launch_with(StoreParams p, uint32_t num_tokens, cudaStream_t stream) {
+void launch_with(StoreParams p, uint32_t num_tokens, cudaStream_t stream, uint32_t threads = kThreads) {
   // 32-bit item indices: a launch takes at most 2^31 items.
   const uint32_t max_tokens = uint32_t((uint64_t(1) << 31) / p.items_per_token);
   for (uint32_t begin = 0; begin < num_tokens; begin += max_tokens) {
     const uint32_t n = num_tokens - begin < max_tokens ? num_tokens - begin : max_tokens;
     p.token_begin = begin;
     p.num_items = n * p.items_per_token;
-    const uint32_t per_block = kThreads * IPT;
+    const uint32_t per_block = threads * IPT;
     const uint32_t blocks = (p.num_items + per_block - 1) / per_block;
-    store_kv_kernel<In, Out, E, Strided, IPT><<<blocks, kThreads, 0, stream>>>(p);
+    store_kv_kernel<In, Out, E, Strided, IPT><<<blocks, threads, 0, stream>>>(p);
     cuda_check(cudaGetLastError(), "store_kv kernel launch");
   }
 }
@@ -149,21 +150,27 @@ void launch(StoreParams p, uint32_t num_tokens, cudaStream_t stream) {
 }
 
 std::atomic<int> g_items_override{0};
+std::atomic<int> g_threads_override{0};
 
 // Items per thread of the contiguous 16-byte copy (the common case: a
-// prefill's or a decode step's K/V). Small calls take one item per thread:
-// four times the blocks, so the few bytes spread over four times the SMs
-// (a call of 256 tokens of 8 x 128 bf16 heads is 32768 items: 32 blocks of
-// four items, 128 of one); large ones keep four loads in flight per thread.
-int items_per_thread(uint64_t items) {
-  if (const int forced = g_items_override.load(std::memory_order_relaxed); forced != 0) return forced;
-  return items <= kSmallStoreItems ? 1 : kItemsPerThread;
+// prefill's or a decode step's K/V): one. On an H200 (bench/results/
+// 2026-11-28-kernels-h200.md) one item per thread was faster than 2, 4 and
+// 8 from 256 to 16384 tokens of 8 x 128 bf16 heads (256 tokens: 2.18 us
+// against 3.17 at four, the 32768 items spread over 128 blocks instead of
+// 32) and level with 2 at 65536; the other paths keep kItemsPerThread.
+int items_per_thread() {
+  const int forced = g_items_override.load(std::memory_order_relaxed);
+  return forced != 0 ? forced : 1;
 }
 
 void launch_copy16(StoreParams p, uint32_t num_tokens, cudaStream_t stream) {
   if (p.seq_len != 0) return launch_with<uint8_t, uint8_t, 16, true>(p, num_tokens, stream);
-  switch (items_per_thread(uint64_t(num_tokens) * p.items_per_token)) {
-    case 1: return launch_with<uint8_t, uint8_t, 16, false, 1>(p, num_tokens, stream);
+  switch (items_per_thread()) {
+    case 1: {
+      const int forced = g_threads_override.load(std::memory_order_relaxed);
+      return launch_with<uint8_t, uint8_t, 16, false, 1>(p, num_tokens, stream,
+                                                        forced != 0 ? uint32_t(forced) : kThreads);
+    }
     case 2: return launch_with<uint8_t, uint8_t, 16, false, 2>(p, num_tokens, stream);
     case 8: return launch_with<uint8_t, uint8_t, 16, false, 8>(p, num_tokens, stream);
     default: return launch_with<uint8_t, uint8_t, 16, false, 4>(p, num_tokens, stream);
@@ -173,6 +180,10 @@ void launch_copy16(StoreParams p, uint32_t num_tokens, cudaStream_t stream) {
 }  // namespace
 
 void set_store_kv_items_override(int items) { g_items_override.store(items, std::memory_order_relaxed); }
+
+void set_store_kv_threads_override(int threads) {
+  g_threads_override.store(threads, std::memory_order_relaxed);
+}
 
 void launch_store_kv(const StoreKvWork& w, KernelErrorRecord* err, cudaStream_t stream) {
   const LayerSlabs& kv = w.kv;

@@ -14,8 +14,9 @@
 // consecutive tokens in randomly placed blocks. --json FILE writes one JSON
 // object per row for bench/kernel_report.py (which adds torch index_copy_).
 // --tokens "256,4096" and --layout NHD|HND keep those rows only (a quick A/B
-// of two builds); KVC_STORE_ITEMS=N forces the store kernel's items per
-// thread (kvc::set_store_kv_items_override).
+// of two builds); KVC_STORE_ITEMS=N and KVC_STORE_THREADS=N force the store
+// kernel's items per thread and threads per block
+// (kvc::set_store_kv_items_override, set_store_kv_threads_override).
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -28,6 +29,7 @@
 // also builds against a library without it (the A/B of an older build).
 namespace kvc {
 [[gnu::weak]] void set_store_kv_items_override(int items);
+[[gnu::weak]] void set_store_kv_threads_override(int threads);
 }
 
 namespace {
@@ -105,6 +107,10 @@ int main(int argc, char** argv) {
   if (const char* items = std::getenv("KVC_STORE_ITEMS"); items != nullptr && kvc::set_store_kv_items_override) {
     kvc::set_store_kv_items_override(std::atoi(items));
     std::printf("store items per thread forced: KVC_STORE_ITEMS=%s\n", items);
+  }
+  if (const char* threads = std::getenv("KVC_STORE_THREADS"); threads != nullptr && kvc::set_store_kv_threads_override) {
+    kvc::set_store_kv_threads_override(std::atoi(threads));
+    std::printf("store threads per block forced: KVC_STORE_THREADS=%s\n", threads);
   }
   FILE* json = json_path ? std::fopen(json_path, "w") : nullptr;
 
