@@ -1,6 +1,8 @@
-// store_kv: scatters the K/V of each token to its slot. One thread moves one
-// item (E elements of one head row, up to 16 bytes) and keeps several items
-// in flight; the fp8 path quantizes x / scale on the way. A contiguous
+// store_kv: scatters the K/V of each token to its slot. A thread moves
+// items of E elements of one head row, up to 16 bytes: one item for the
+// contiguous 16-byte copy (more thread blocks, so small calls spread over
+// the SMs), four elsewhere, all loads in flight before the stores; the fp8
+// path quantizes x / scale on the way. A contiguous
 // source ([tokens][heads][dim]) is addressed from one token stride; a
 // strided one (kvc_store_kv_strided) through its byte strides, in a kernel
 // of its own so the contiguous one keeps its instructions.
