@@ -29,6 +29,13 @@ inline uint32_t block_shift_of(uint32_t tokens_per_block) {
 
 void launch_store_kv(const StoreKvWork& w, KernelErrorRecord* err, cudaStream_t stream);
 
+// Benchmarks and tests only: force the items per thread (1, 2, 4 or 8) of
+// the contiguous 16-byte store kernel, and its threads per block (1 to
+// 1024, with one item per thread); 0 restores the default (one item, 256
+// threads). Not thread safe; not in the C API.
+void set_store_kv_items_override(int items);
+void set_store_kv_threads_override(int threads);
+
 // All copies in one launch per kCopyBatch copies (the list travels in the
 // kernel parameters, so nothing is allocated).
 void launch_copy_blocks(void* pool_base, const BlockGeometry& g, const BlockCopy* copies,

@@ -329,40 +329,67 @@ __device__ __forceinline__ float block_reduce(float v, float* scratch, Op op) {
 }
 
 // Combines the splits of each (sequence, query head): weights exp2(m - M).
-// The per-split maxima and sums are read by all threads at once and the
-// partial rows with several loads in flight: a loop of one dependent load
-// per split would cost an L2 round trip per split.
+// A merge is a chain of L2 round trips at the tail of the call, so it is
+// built to need as few as possible: right after the wait, every thread
+// issues the loads of its first kMergePrefetch partial values together with
+// the per-split maxima and sums (one round trip for all of them), keeps
+// them in registers, and the maxima and sums go to shared memory so that
+// they are read from L2 once; further partial values come kMergePrefetch
+// loads at a time. The sums run in split order, as before.
+constexpr int kMergePrefetch = 32;
+
 template <class Q, int D>
 __global__ void __launch_bounds__(D) merge_kernel(const __grid_constant__ DecodeParams p) {
-  extern __shared__ float weights[];  // [used] split weights, then [32] scratch
+  // [num_splits] split maxima, then weights; [num_splits] sums; [32] scratch
+  extern __shared__ float weights[];
   const uint32_t h = blockIdx.x;
   const uint32_t b = blockIdx.y;
   const SeqRange seq = sequence_range(p, b, false);
   const uint32_t used =
       seq.len > seq.start ? (seq.len - seq.start + p.split_tokens - 1) / p.split_tokens : 0;
-  float* scratch = weights + p.num_splits;
+  float* sums = weights + p.num_splits;
+  float* scratch = sums + p.num_splits;
   const uint64_t row = uint64_t(b) * p.q_heads + h;
   // Launched as a programmatic dependent of the decode grid: wait until
   // its partial results are complete and visible.
   asm volatile("griddepcontrol.wait;" ::: "memory");
   const float2* ml = p.ws_ml + row * p.num_splits;
+  const float* part = p.ws_out + row * p.num_splits * D + threadIdx.x;
+
+  float pre[kMergePrefetch];
+#pragma unroll
+  for (int s = 0; s < kMergePrefetch; ++s) pre[s] = uint32_t(s) < used ? part[uint64_t(s) * D] : 0.0f;
 
   float mx = kNoScore;
-  for (uint32_t s = threadIdx.x; s < used; s += D) mx = fmaxf(mx, ml[s].x);
-  mx = block_reduce<D>(mx, scratch, [](float a, float c) { return fmaxf(a, c); });
-  float sum = 0.0f;
   for (uint32_t s = threadIdx.x; s < used; s += D) {
     const float2 v = ml[s];
-    const float w = exp2f(v.x - mx);
-    weights[s] = w;
-    sum += v.y * w;
+    weights[s] = v.x;
+    sums[s] = v.y;
+    mx = fmaxf(mx, v.x);
   }
-  sum = block_reduce<D>(sum, scratch, [](float a, float c) { return a + c; });
+  mx = block_reduce<D>(mx, scratch, [](float a, float c) { return fmaxf(a, c); });
+  float sum = 0.0f;
+  for (uint32_t s = threadIdx.x; s < used; s += D) {  // the entries this thread wrote
+    const float w = exp2f(weights[s] - mx);
+    weights[s] = w;
+    sum += sums[s] * w;
+  }
+  sum = block_reduce<D>(sum, scratch, [](float a, float c) { return a + c; });  // also a barrier
 
-  const float* part = p.ws_out + row * p.num_splits * D + threadIdx.x;
   float val = 0.0f;
-#pragma unroll 8
-  for (uint32_t s = 0; s < used; ++s) val += weights[s] * part[uint64_t(s) * D];
+#pragma unroll
+  for (int s = 0; s < kMergePrefetch; ++s)
+    if (uint32_t(s) < used) val += weights[s] * pre[s];
+  // Further splits (long sequences at batch 1): kMergePrefetch loads in
+  // flight per round trip.
+  for (uint32_t base = kMergePrefetch; base < used; base += kMergePrefetch) {
+#pragma unroll
+    for (int s = 0; s < kMergePrefetch; ++s)
+      pre[s] = base + uint32_t(s) < used ? part[uint64_t(base + uint32_t(s)) * D] : 0.0f;
+#pragma unroll
+    for (int s = 0; s < kMergePrefetch; ++s)
+      if (base + uint32_t(s) < used) val += weights[base + uint32_t(s)] * pre[s];
+  }
   static_cast<Q*>(p.out)[row * D + threadIdx.x] = from_f32<Q>(sum > 0.0f ? val / sum : 0.0f);
 }
 
@@ -543,6 +570,7 @@ DecodeShape shape_of(const DecodeWork& w, const Variant& v, const GpuInfo& gpu) 
   s.max_tokens = w.window != 0 ? std::min(w.max_seq_len, w.window) : w.max_seq_len;
   s.tile = uint32_t(v.tile);
   s.wave = uint64_t(gpu.sm_count) * uint64_t(v.blocks_per_sm);
+  s.min_split_tokens = w.kv.dtype == KVC_DTYPE_FP8_E4M3 ? kMinSplitTokensFp8 : kMinSplitTokens;
   return s;
 }
 
@@ -615,7 +643,7 @@ void launch_decode_attention(const DecodeWork& w, const GpuInfo& gpu, KernelErro
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = dim3(w.q_heads, w.batch);
     cfg.blockDim = dim3(kv.head_dim);
-    cfg.dynamicSmemBytes = (size_t(split.num_splits) + 32) * sizeof(float);
+    cfg.dynamicSmemBytes = (2 * size_t(split.num_splits) + 32) * sizeof(float);
     cfg.stream = stream;
     cudaLaunchAttribute attr{};
     attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;

@@ -10,7 +10,9 @@ namespace {
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 // Splits a sequence of `tokens` may get for its length alone.
-uint64_t splits_by_length(uint64_t tokens) { return std::max<uint64_t>(1, tokens / kMinSplitTokens); }
+uint64_t splits_by_length(const DecodeShape& s, uint64_t tokens) {
+  return std::max<uint64_t>(1, tokens / std::max<uint64_t>(s.min_split_tokens, 1));
+}
 
 std::atomic<uint32_t> g_split_override{0};
 
@@ -26,7 +28,7 @@ uint64_t splits_by_occupancy(const DecodeShape& s) {
 DecodeSplit plan_decode_split(const DecodeShape& s) {
   DecodeSplit out;
   const uint64_t tokens = std::max<uint64_t>(s.max_tokens, 1);
-  const uint64_t most = std::min(splits_by_length(tokens), splits_by_occupancy(s));
+  const uint64_t most = std::min(splits_by_length(s, tokens), splits_by_occupancy(s));
   // Estimated time: waves of thread blocks times the tokens each one reads,
   // plus a fixed cost per block (start-up, writing and merging partials).
   const uint64_t base = base_ctas(s);
@@ -56,7 +58,7 @@ void set_decode_split_override(uint32_t splits) {
 uint64_t decode_workspace_bound(const DecodeShape& s) {
   // A plan with 2+ splits has base < 4 waves and base * splits < 8 waves of
   // blocks; each block leaves heads_per_cta partial rows.
-  const uint64_t by_length = s.batch * s.q_heads * splits_by_length(std::max<uint64_t>(s.max_tokens, 1));
+  const uint64_t by_length = s.batch * s.q_heads * splits_by_length(s, std::max<uint64_t>(s.max_tokens, 1));
   const uint64_t by_occupancy = 8 * s.wave * s.heads_per_cta;
   const uint64_t rows = std::min(by_length, by_occupancy);
   return rows * (uint64_t(s.head_dim) * sizeof(float) + 2 * sizeof(float));

@@ -8,6 +8,17 @@
 
 namespace kvc {
 
+// Fewest tokens a split is given when a sequence is cut (DecodeShape::
+// min_split_tokens): below this the merge traffic and block start-up
+// outweigh the parallelism gained. fp8 K/V takes half: its warps convert
+// each tile before the mma, so a chain of tiles is latency-bound and
+// shorter splits pay off. On an H200, batch 1, 32 q / 8 kv heads
+// (bench/results/2026-11-28-kernels-h200.md): bf16 at 4K tokens 10.0 us
+// with 16 splits of 256 tokens, 10.3 with 32 of 128; fp8 at 4K 10.7 us
+// with 32 of 128, 11.6 with 16 of 256.
+constexpr uint64_t kMinSplitTokens = 256;
+constexpr uint64_t kMinSplitTokensFp8 = 128;
+
 struct DecodeShape {
   uint64_t batch = 0;
   uint32_t q_heads = 0;
@@ -18,16 +29,13 @@ struct DecodeShape {
   uint64_t max_tokens = 0;    // attended tokens of the longest sequence
   uint32_t tile = 0;          // tokens a thread block handles per step
   uint64_t wave = 0;          // thread blocks resident on the whole GPU at once
+  uint64_t min_split_tokens = kMinSplitTokens;  // kMinSplitTokensFp8 for fp8 K/V
 };
 
 struct DecodeSplit {
   uint32_t num_splits = 1;
   uint32_t split_tokens = 0;
 };
-
-// Fewest tokens a split is given when a sequence is cut: below this the
-// merge traffic and block start-up outweigh the parallelism gained.
-constexpr uint64_t kMinSplitTokens = 256;
 
 DecodeSplit plan_decode_split(const DecodeShape& s);
 

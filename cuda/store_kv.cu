@@ -1,11 +1,14 @@
-// store_kv: scatters the K/V of each token to its slot. One thread moves one
-// item (E elements of one head row, up to 16 bytes) and keeps several items
-// in flight; the fp8 path quantizes x / scale on the way. A contiguous
+// store_kv: scatters the K/V of each token to its slot. A thread moves
+// items of E elements of one head row, up to 16 bytes: one item for the
+// contiguous 16-byte copy (more thread blocks, so small calls spread over
+// the SMs), four elsewhere, all loads in flight before the stores; the fp8
+// path quantizes x / scale on the way. A contiguous
 // source ([tokens][heads][dim]) is addressed from one token stride; a
 // strided one (kvc_store_kv_strided) through its byte strides, in a kernel
 // of its own so the contiguous one keeps its instructions.
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <initializer_list>
 #include <type_traits>
 
@@ -20,7 +23,8 @@ namespace kvc {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kItemsPerThread = 4;
+constexpr int kMaxThreads = 1024;
+constexpr int kItemsPerThread = 4;  // but one for the contiguous 16-byte copy (items_per_thread)
 
 struct StoreParams {
   const unsigned char* key;
@@ -62,19 +66,21 @@ __device__ __forceinline__ fp8_t convert<bf16_t, fp8_t>(bf16_t x, float s) {
   return from_f32<fp8_t>(to_f32(x) / s);
 }
 
-template <class In, class Out, int E, bool Strided>
-__global__ void __launch_bounds__(kThreads) store_kv_kernel(StoreParams p) {
+// IPT items per thread; blocks of kThreads threads, or up to kMaxThreads
+// for one item per thread (set_store_kv_threads_override).
+template <class In, class Out, int E, bool Strided, int IPT>
+__global__ void __launch_bounds__(IPT == 1 ? kMaxThreads : kThreads) store_kv_kernel(StoreParams p) {
   constexpr uint32_t kDstItemBytes = sizeof(Out) * E;
   constexpr uint32_t kSrcItemBytes = sizeof(In) * E;
-  const uint32_t first = blockIdx.x * (kThreads * kItemsPerThread) + threadIdx.x;
-  Pack<In, E> data[kItemsPerThread];
-  unsigned char* dst[kItemsPerThread];
-  float scale[kItemsPerThread];
-  // All loads first, so that kItemsPerThread of them are in flight at once.
+  const uint32_t first = blockIdx.x * (blockDim.x * IPT) + threadIdx.x;
+  Pack<In, E> data[IPT];
+  unsigned char* dst[IPT];
+  float scale[IPT];
+  // All loads first, so that IPT of them are in flight at once.
 #pragma unroll
-  for (int j = 0; j < kItemsPerThread; ++j) {
+  for (int j = 0; j < IPT; ++j) {
     dst[j] = nullptr;
-    const uint32_t i = first + j * kThreads;
+    const uint32_t i = first + j * blockDim.x;
     if (i >= p.num_items) continue;
     const uint32_t tok = i / p.items_per_token;
     const uint32_t r = i - tok * p.items_per_token;
@@ -109,7 +115,7 @@ __global__ void __launch_bounds__(kThreads) store_kv_kernel(StoreParams p) {
     scale[j] = kv == 0 ? p.k_scale : p.v_scale;
   }
 #pragma unroll
-  for (int j = 0; j < kItemsPerThread; ++j) {
+  for (int j = 0; j < IPT; ++j) {
     if (dst[j] == nullptr) continue;
     if constexpr (std::is_same_v<In, Out>) {
       store_pack(data[j], dst[j]);  // a plain copy: whole vectors, no per-byte work
@@ -122,17 +128,17 @@ __global__ void __launch_bounds__(kThreads) store_kv_kernel(StoreParams p) {
   }
 }
 
-template <class In, class Out, int E, bool Strided>
-void launch_with(StoreParams p, uint32_t num_tokens, cudaStream_t stream) {
+template <class In, class Out, int E, bool Strided, int IPT = kItemsPerThread>
+void launch_with(StoreParams p, uint32_t num_tokens, cudaStream_t stream, uint32_t threads = kThreads) {
   // 32-bit item indices: a launch takes at most 2^31 items.
   const uint32_t max_tokens = uint32_t((uint64_t(1) << 31) / p.items_per_token);
   for (uint32_t begin = 0; begin < num_tokens; begin += max_tokens) {
     const uint32_t n = num_tokens - begin < max_tokens ? num_tokens - begin : max_tokens;
     p.token_begin = begin;
     p.num_items = n * p.items_per_token;
-    const uint32_t per_block = kThreads * kItemsPerThread;
+    const uint32_t per_block = threads * IPT;
     const uint32_t blocks = (p.num_items + per_block - 1) / per_block;
-    store_kv_kernel<In, Out, E, Strided><<<blocks, kThreads, 0, stream>>>(p);
+    store_kv_kernel<In, Out, E, Strided, IPT><<<blocks, threads, 0, stream>>>(p);
     cuda_check(cudaGetLastError(), "store_kv kernel launch");
   }
 }
@@ -145,7 +151,41 @@ void launch(StoreParams p, uint32_t num_tokens, cudaStream_t stream) {
     launch_with<In, Out, E, true>(p, num_tokens, stream);
 }
 
+std::atomic<int> g_items_override{0};
+std::atomic<int> g_threads_override{0};
+
+// Items per thread of the contiguous 16-byte copy (the common case: a
+// prefill's or a decode step's K/V): one. On an H200 (bench/results/
+// 2026-11-28-kernels-h200.md) one item per thread was faster than 2, 4 and
+// 8 from 256 to 16384 tokens of 8 x 128 bf16 heads (256 tokens: 2.18 us
+// against 3.17 at four, the 32768 items spread over 128 blocks instead of
+// 32) and level with 2 at 65536; the other paths keep kItemsPerThread.
+int items_per_thread() {
+  const int forced = g_items_override.load(std::memory_order_relaxed);
+  return forced != 0 ? forced : 1;
+}
+
+void launch_copy16(StoreParams p, uint32_t num_tokens, cudaStream_t stream) {
+  if (p.seq_len != 0) return launch_with<uint8_t, uint8_t, 16, true>(p, num_tokens, stream);
+  switch (items_per_thread()) {
+    case 1: {
+      const int forced = g_threads_override.load(std::memory_order_relaxed);
+      return launch_with<uint8_t, uint8_t, 16, false, 1>(p, num_tokens, stream,
+                                                        forced != 0 ? uint32_t(forced) : kThreads);
+    }
+    case 2: return launch_with<uint8_t, uint8_t, 16, false, 2>(p, num_tokens, stream);
+    case 8: return launch_with<uint8_t, uint8_t, 16, false, 8>(p, num_tokens, stream);
+    default: return launch_with<uint8_t, uint8_t, 16, false, 4>(p, num_tokens, stream);
+  }
+}
+
 }  // namespace
+
+void set_store_kv_items_override(int items) { g_items_override.store(items, std::memory_order_relaxed); }
+
+void set_store_kv_threads_override(int threads) {
+  g_threads_override.store(threads, std::memory_order_relaxed);
+}
 
 void launch_store_kv(const StoreKvWork& w, KernelErrorRecord* err, cudaStream_t stream) {
   const LayerSlabs& kv = w.kv;
@@ -200,7 +240,7 @@ void launch_store_kv(const StoreKvWork& w, KernelErrorRecord* err, cudaStream_t 
     p.items_per_kv = kv.kv_heads * p.items_per_row;
     p.items_per_token = kv.kv_factor * p.items_per_kv;
     switch (width) {
-      case 16: return launch<uint8_t, uint8_t, 16>(p, w.num_tokens, stream);
+      case 16: return launch_copy16(p, w.num_tokens, stream);
       case 8: return launch<uint8_t, uint8_t, 8>(p, w.num_tokens, stream);
       case 4: return launch<uint8_t, uint8_t, 4>(p, w.num_tokens, stream);
       case 2: return launch<uint8_t, uint8_t, 2>(p, w.num_tokens, stream);

@@ -14,7 +14,11 @@
 //  - for the diagnosis, kvcache's own tensor-core kernel
 //    (kvc_prefill_attention with one query per sequence) on the bf16 rows.
 // Prints one line per row; --json FILE writes one JSON object per row for
-// bench/kernel_report.py.
+// bench/kernel_report.py. --rows "Q/KV/BATCH/CTX[/fp8] ..." times those rows
+// only, cold GPU time alone (no warm, host or prefill-kernel columns, no
+// peers): the quick A/B of two builds. KVC_DECODE_SPLITS=N forces the
+// number of splits (kvc::set_decode_split_override).
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -23,6 +27,7 @@
 
 #include "bench_common.cuh"
 #include "cuda/cuda_kernels.h"
+#include "cuda/decode_split.h"
 #ifdef KVC_BENCH_FLASHINFER
 #include "flashinfer/fi_peer.h"
 #endif
@@ -92,6 +97,8 @@ int main(int argc, char** argv) {
   // BatchPrefill..., prefill kernels).
   uint32_t only[4] = {0, 0, 0, 0};
   bool profile = false, profile_fp8 = false;
+  // --rows: the listed rows, cold time only.
+  std::vector<std::array<uint32_t, 5>> rows;  // q, kv, batch, ctx, fp8
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) json_path = argv[++i];
     if (std::strcmp(argv[i], "--quick") == 0) quick = true;
@@ -100,8 +107,32 @@ int main(int argc, char** argv) {
       profile = std::sscanf(argv[++i], "%u/%u/%u/%u", &only[0], &only[1], &only[2], &only[3]) == 4;
       profile_fp8 = std::strstr(argv[i], "fp8") != nullptr;
     }
+    if (std::strcmp(argv[i], "--rows") == 0 && i + 1 < argc) {
+      std::string list = argv[++i];
+      for (char& ch : list)
+        if (ch == ',') ch = ' ';
+      size_t pos = 0;
+      while (pos < list.size()) {
+        const size_t end = std::min(list.find(' ', pos), list.size());
+        const std::string item = list.substr(pos, end - pos);
+        std::array<uint32_t, 5> r{};
+        if (std::sscanf(item.c_str(), "%u/%u/%u/%u", &r[0], &r[1], &r[2], &r[3]) == 4) {
+          r[4] = item.find("fp8") != std::string::npos;
+          rows.push_back(r);
+        }
+        pos = end + 1;
+      }
+    }
   }
+  const bool rows_only = !rows.empty();
   auto selected = [&](uint32_t hq, uint32_t hkv, kvc_dtype_t dt, uint32_t b, uint32_t ctx) {
+    if (rows_only) {
+      for (const auto& r : rows)
+        if (hq == r[0] && hkv == r[1] && b == r[2] && ctx == r[3] &&
+            (dt == KVC_DTYPE_FP8_E4M3) == (r[4] != 0))
+          return true;
+      return false;
+    }
     const kvc_dtype_t want = profile_fp8 ? KVC_DTYPE_FP8_E4M3 : KVC_DTYPE_BF16;
     return !profile || (hq == only[0] && hkv == only[1] && dt == want && b == only[2] && ctx == only[3]);
   };
@@ -111,6 +142,10 @@ int main(int argc, char** argv) {
   if (const char* path = std::getenv("KVC_DECODE_PATH")) {
     kvc::set_decode_kernel_override(std::atoi(path));
     std::printf("decode kernel forced: KVC_DECODE_PATH=%s\n", path);
+  }
+  if (const char* splits = std::getenv("KVC_DECODE_SPLITS")) {
+    kvc::set_decode_split_override(uint32_t(std::atoi(splits)));
+    std::printf("decode splits forced: KVC_DECODE_SPLITS=%s\n", splits);
   }
 
   cudaStream_t stream;
@@ -129,8 +164,8 @@ int main(int argc, char** argv) {
               "ctx", "sets", "cold us", "warm us", "host us", "fi_cc us", "fi_tc us", "fi_cc wm",
               "fi_tc wm", "max diff", "kvc tc us");
 
-  const std::vector<uint32_t> contexts =
-      quick ? std::vector<uint32_t>{8192} : std::vector<uint32_t>{4096, 8192, 16384, 32768};
+  const std::vector<uint32_t> contexts = quick && !rows_only ? std::vector<uint32_t>{8192}
+                                                              : std::vector<uint32_t>{4096, 8192, 16384, 32768};
   const std::vector<Config> configs = {
       {32, 8, KVC_DTYPE_BF16, {1, 8, 32, 64}},
       {64, 8, KVC_DTYPE_BF16, {1, 8, 32, 64}},
@@ -224,11 +259,11 @@ int main(int argc, char** argv) {
         };
         const double cold = gpu_or_profile(calls, [&](int i) { return kvc_call(i % sets); });
         method += g_last_timing;
-        const double warm = profile ? -1 : gpu_time_us(stream, std::max(calls / int(sets), 3), kSamples,
+        const double warm = profile || rows_only ? -1 : gpu_time_us(stream, std::max(calls / int(sets), 3), kSamples,
                                                        [&](int) { return kvc_call(0); });
         // Per host call where launch cost can matter (small rows).
         double host = -1;
-        if (kv_bytes <= 600e6 && !profile)
+        if (kv_bytes <= 600e6 && !profile && !rows_only)
           host = host_call_us(stream, calls, kSamples, [&](int i) { kvc_call(i % sets); });
         kvc_status_t async = KVC_OK;
         BENCH_KVC(kvc_cache_get_async_error(cache, stream, &async));
@@ -244,7 +279,7 @@ int main(int argc, char** argv) {
         // query per sequence (as FlashInfer's tensor-core decode runs its
         // prefill kernel): bf16 only.
         double tc_cold = -1, tc_warm = -1, tc_diff = -1;
-        if (c.dtype == KVC_DTYPE_BF16) {
+        if (c.dtype == KVC_DTYPE_BF16 && !rows_only) {
           std::vector<int32_t> qo(batch + 1);
           for (uint32_t b = 0; b <= batch; ++b) qo[b] = int32_t(b);
           kvc_prefill_args_t pa = KVC_PREFILL_ARGS_INIT;
@@ -285,7 +320,7 @@ int main(int argc, char** argv) {
         double fi_diff[2] = {-1, -1};
         std::string fi_note[2];
 #ifdef KVC_BENCH_FLASHINFER
-        if (c.dtype == KVC_DTYPE_BF16) {
+        if (c.dtype == KVC_DTYPE_BF16 && !rows_only) {
           fi_peer::PagedKv kv{};
           kv.k_data = view.base;
           kv.v_data = static_cast<char*>(view.base) + view.kv_stride;

@@ -13,12 +13,24 @@
 // calls issued one at a time, rotating). Slots are those of a prefill:
 // consecutive tokens in randomly placed blocks. --json FILE writes one JSON
 // object per row for bench/kernel_report.py (which adds torch index_copy_).
+// --tokens "256,4096" and --layout NHD|HND keep those rows only (a quick A/B
+// of two builds); KVC_STORE_ITEMS=N and KVC_STORE_THREADS=N force the store
+// kernel's items per thread and threads per block
+// (kvc::set_store_kv_items_override, set_store_kv_threads_override).
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <string>
 
 #include "bench_common.cuh"
+
+// cuda/cuda_kernels.h's benchmark hook, declared weak so that this file
+// also builds against a library without it (the A/B of an older build).
+namespace kvc {
+[[gnu::weak]] void set_store_kv_items_override(int items);
+[[gnu::weak]] void set_store_kv_threads_override(int threads);
+}
 
 namespace {
 
@@ -76,8 +88,30 @@ __global__ void copy_kv_kernel(const uint4* __restrict__ k, const uint4* __restr
 
 int main(int argc, char** argv) {
   const char* json_path = nullptr;
-  for (int i = 1; i + 1 < argc; ++i)
+  std::vector<uint32_t> token_rows = {256u, 1024u, 4096u, 16384u, 65536u};
+  std::string only_layout;
+  for (int i = 1; i + 1 < argc; ++i) {
     if (std::strcmp(argv[i], "--json") == 0) json_path = argv[i + 1];
+    if (std::strcmp(argv[i], "--layout") == 0) only_layout = argv[i + 1];
+    if (std::strcmp(argv[i], "--tokens") == 0) {
+      token_rows.clear();
+      for (const char* c = argv[i + 1]; *c != 0;) {
+        char* end = nullptr;
+        const unsigned long v = std::strtoul(c, &end, 10);
+        if (end == c) break;
+        if (v > 0 && v <= 65536) token_rows.push_back(uint32_t(v));
+        c = *end == ',' ? end + 1 : end;
+      }
+    }
+  }
+  if (const char* items = std::getenv("KVC_STORE_ITEMS"); items != nullptr && kvc::set_store_kv_items_override) {
+    kvc::set_store_kv_items_override(std::atoi(items));
+    std::printf("store items per thread forced: KVC_STORE_ITEMS=%s\n", items);
+  }
+  if (const char* threads = std::getenv("KVC_STORE_THREADS"); threads != nullptr && kvc::set_store_kv_threads_override) {
+    kvc::set_store_kv_threads_override(std::atoi(threads));
+    std::printf("store threads per block forced: KVC_STORE_THREADS=%s\n", threads);
+  }
   FILE* json = json_path ? std::fopen(json_path, "w") : nullptr;
 
   cudaStream_t stream;
@@ -95,6 +129,7 @@ int main(int argc, char** argv) {
   const uint64_t max_tokens = 1u << 17;
   const uint32_t H = 8, D = 128, T = 16;
   for (kvc_layout_t layout : {KVC_LAYOUT_NHD, KVC_LAYOUT_HND}) {
+    if (!only_layout.empty() && only_layout != (layout == KVC_LAYOUT_NHD ? "NHD" : "HND")) continue;
     kvc_cache_t* cache = make_llama_cache(layout, max_tokens);
     kvc_pool_desc_t pool = KVC_POOL_DESC_INIT;
     BENCH_KVC(kvc_cache_describe_pool(cache, 0, &pool));
@@ -106,7 +141,7 @@ int main(int argc, char** argv) {
     std::iota(blocks.begin(), blocks.end(), 0);
     std::shuffle(blocks.begin(), blocks.end(), rng);
 
-    for (uint32_t tokens : {256u, 1024u, 4096u, 16384u, 65536u}) {
+    for (uint32_t tokens : token_rows) {
       const size_t bytes = size_t(tokens) * H * D * 2;  // K (and V) each
       // Cold: calls rotate over `sets` disjoint sets of sources, slots and
       // copy destinations, >= 256 MB touched in all (5x the L2); warm: set 0.

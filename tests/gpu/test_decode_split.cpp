@@ -9,8 +9,9 @@
 namespace kvc {
 namespace {
 
-DecodeShape llama(uint64_t batch, uint64_t tokens) {
+DecodeShape llama(uint64_t batch, uint64_t tokens, uint64_t min_split = kMinSplitTokens) {
   DecodeShape s;
+  s.min_split_tokens = min_split;
   s.batch = batch;
   s.q_heads = 32;
   s.kv_heads = 8;
@@ -28,9 +29,10 @@ uint64_t rows_needed(const DecodeShape& s, const DecodeSplit& d) {
 }
 
 TEST(DecodeSplit, CoversEveryToken) {
+  for (uint64_t min_split : {kMinSplitTokens, kMinSplitTokensFp8})
   for (uint64_t batch : {1, 3, 8, 64, 512})
     for (uint64_t tokens : {1, 31, 32, 257, 4096, 32768, 1 << 20}) {
-      const DecodeShape s = llama(batch, tokens);
+      const DecodeShape s = llama(batch, tokens, min_split);
       const DecodeSplit d = plan_decode_split(s);
       ASSERT_GE(d.num_splits, 1u);
       EXPECT_EQ(d.split_tokens % s.tile, 0u);
@@ -47,18 +49,30 @@ TEST(DecodeSplit, OneLongSequenceFillsTheGpu) {
   EXPECT_GE(d.split_tokens, kMinSplitTokens / 2);
 }
 
+TEST(DecodeSplit, Fp8TakesShorterSplits) {
+  // Batch 1 x 4096 tokens, 8 blocks without a split: bf16 16 splits of 256
+  // tokens, fp8 32 of 128 (one wave of 256 blocks either way).
+  const DecodeSplit bf16 = plan_decode_split(llama(1, 4096));
+  const DecodeSplit fp8 = plan_decode_split(llama(1, 4096, kMinSplitTokensFp8));
+  EXPECT_EQ(bf16.num_splits, 16u);
+  EXPECT_EQ(fp8.num_splits, 32u);
+  EXPECT_EQ(fp8.split_tokens, 128u);
+}
+
 TEST(DecodeSplit, ShortSequencesAreNotCut) {
   EXPECT_EQ(plan_decode_split(llama(1, 200)).num_splits, 1u);
+  EXPECT_EQ(plan_decode_split(llama(1, 200, kMinSplitTokensFp8)).num_splits, 1u);
   EXPECT_EQ(plan_decode_split(llama(512, 32768)).num_splits, 1u);
 }
 
 TEST(DecodeSplit, WorkspaceBoundCoversSmallerShapes) {
+  for (uint64_t min_split : {kMinSplitTokens, kMinSplitTokensFp8})
   for (uint64_t big_batch : {1, 2, 7, 33, 64, 300})
     for (uint64_t big_tokens : {100, 1000, 4096, 40000, 1 << 20}) {
-      const uint64_t bound = decode_workspace_bound(llama(big_batch, big_tokens));
+      const uint64_t bound = decode_workspace_bound(llama(big_batch, big_tokens, min_split));
       for (uint64_t b = 1; b <= big_batch; b += 1 + b / 3)
         for (uint64_t t = 1; t <= big_tokens; t = t * 3 + 5) {
-          const DecodeShape s = llama(b, t);
+          const DecodeShape s = llama(b, t, min_split);
           const uint64_t need = rows_needed(s, plan_decode_split(s)) * (128 * 4 + 8);
           ASSERT_LE(need, bound) << "batch " << b << " tokens " << t << " under " << big_batch
                                  << " x " << big_tokens;

@@ -257,6 +257,30 @@ TEST_F(Kernels, StoreOddShapesAndKvFactor1) {
   run_store(*this, s, KVC_DTYPE_BF16, 4096, 0);  // every slot
 }
 
+// The contiguous 16-byte copy at each items-per-thread variant (one by
+// default) and, at one item, other block sizes: a partial last thread block
+// and skipped tokens in each.
+TEST_F(Kernels, StoreEveryItemsPerThread) {
+  struct ForceItems {
+    ForceItems(int n, int threads) {
+      kvc::set_store_kv_items_override(n);
+      kvc::set_store_kv_threads_override(threads);
+    }
+    ~ForceItems() {
+      kvc::set_store_kv_items_override(0);
+      kvc::set_store_kv_threads_override(0);
+    }
+  };
+  const std::pair<int, int> variants[] = {{1, 0}, {2, 0}, {4, 0}, {8, 0}, {1, 96}, {1, 1024}};
+  for (auto [items, threads] : variants) {
+    SCOPED_TRACE("items per thread " + std::to_string(items) + " threads " + std::to_string(threads));
+    ForceItems force(items, threads);
+    Shape s;
+    s.layout = items % 2 == 0 ? KVC_LAYOUT_HND : KVC_LAYOUT_NHD;
+    run_store(*this, s, s.dtype, 3001, 1);
+  }
+}
+
 TEST_F(Kernels, StoreReportsBadSlotsAsynchronously) {
   Shape s;
   CachePair p;
