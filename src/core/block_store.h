@@ -133,6 +133,21 @@ class BlockStore {
   // on I/O.
   virtual bool put(uint64_t lookup_hash, uint32_t priority, const unsigned char* record) = 0;
 
+  // put() without the copy where the store can queue the caller's buffer
+  // itself: `record` (layout().record_bytes() bytes, sealed) is taken, and
+  // `record` then holds another buffer of that size (one the store is done
+  // with, or a new one; its bytes unspecified) for the caller's next record.
+  // A store that cannot take it copies it as put() does and leaves `record`
+  // as it was; so does a dropped put (false). Either way `record` is a
+  // usable buffer afterwards. Never waits on I/O. The record writer seals
+  // into such a buffer and hands it to the first store of the chain (the
+  // disk): a 256 KiB record is then copied once (into the record) instead
+  // of twice (bench/results/2026-11-28-disk-writes-vm-2cpu.md).
+  virtual bool put_buffer(uint64_t lookup_hash, uint32_t priority,
+                          std::unique_ptr<unsigned char[]>& record) {
+    return put(lookup_hash, priority, record.get());
+  }
+
   // Looks up hashes[0..n), the consecutive blocks of one prompt, and copies
   // the record of each into out[i] (record_bytes() each), stopping at the
   // first it does not hold (or cannot read in time). Returns how many

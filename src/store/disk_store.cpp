@@ -262,17 +262,45 @@ bool DiskStore::put(uint64_t hash, uint32_t priority, const unsigned char* recor
   bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    pending_[hash] = buf.get();
-    Item item;
-    item.hash = hash;
-    item.priority = std::min<uint32_t>(priority, 100);
-    item.bytes = std::move(buf);
-    queue_.push_back(std::move(item));
-    ++enqueued_;
-    wake = worker_waiting_ || (lingering_ && queue_.size() >= batch_records_);
+    wake = enqueue_locked(hash, priority, std::move(buf));
   }
   if (wake) work_cv_.notify_one();
   return true;
+}
+
+bool DiskStore::put_buffer(uint64_t hash, uint32_t priority,
+                           std::unique_ptr<unsigned char[]>& record) {
+  std::unique_ptr<unsigned char[]> next;
+  bool wake = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (queue_.size() >= queue_capacity_ || stop_) {
+      ++counters_.drops;
+      return false;  // the caller keeps its buffer
+    }
+    wake = enqueue_locked(hash, priority, std::move(record));
+    if (!spare_.empty()) {
+      next = std::move(spare_.back());
+      spare_.pop_back();
+    }
+  }
+  if (wake) work_cv_.notify_one();
+  // Not touched here: a new buffer costs its page faults where the caller
+  // first writes it.
+  record = next ? std::move(next) : std::unique_ptr<unsigned char[]>(new unsigned char[layout_.record_bytes()]);
+  return true;
+}
+
+bool DiskStore::enqueue_locked(uint64_t hash, uint32_t priority,
+                               std::unique_ptr<unsigned char[]> bytes) {
+  pending_[hash] = bytes.get();
+  Item item;
+  item.hash = hash;
+  item.priority = std::min<uint32_t>(priority, 100);
+  item.bytes = std::move(bytes);
+  queue_.push_back(std::move(item));
+  ++enqueued_;
+  return worker_waiting_ || (lingering_ && queue_.size() >= batch_records_);
 }
 
 size_t DiskStore::load(const uint64_t* hashes, size_t n, unsigned char* const* out) {

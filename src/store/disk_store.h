@@ -53,7 +53,10 @@
 // the new slot count and truncates the slabs.
 //
 // Threads. put() copies the record into a bounded queue (capacity in records)
-// and returns; one worker thread writes the queue in batches. A worker woken
+// and returns; put_buffer() queues the caller's buffer itself and hands it a
+// spare one back (the record writer's way: no copy of the record on its way
+// to the disk but the kernel's); one worker thread writes the queue in
+// batches. A worker woken
 // by a put lingers up to 1 ms for 4 MiB of records (at most half the queue)
 // before it takes the queue, unless a flush waits: otherwise it takes the
 // records one or two at a time as they come, one short pwritev each. When the queue
@@ -112,6 +115,9 @@ class DiskStore final : public BlockStore {
   const char* name() const override { return "disk"; }
   const RecordLayout& layout() const override { return layout_; }
   bool put(uint64_t lookup_hash, uint32_t priority, const unsigned char* record) override;
+  // Queues the buffer itself (no copy) and hands back a spare one.
+  bool put_buffer(uint64_t lookup_hash, uint32_t priority,
+                  std::unique_ptr<unsigned char[]>& record) override;
   size_t load(const uint64_t* hashes, size_t n, unsigned char* const* out) override;
   void reject(uint64_t lookup_hash, RecordCheck why) override;
   void flush() override;
@@ -150,6 +156,9 @@ class DiskStore final : public BlockStore {
   using LruKey = std::tuple<uint32_t, uint64_t, uint64_t>;  // priority, age, hash
 
   void open_index();
+  // Under mu_: queues `bytes` (a sealed record) under `hash`; returns
+  // whether the worker is to be woken.
+  bool enqueue_locked(uint64_t hash, uint32_t priority, std::unique_ptr<unsigned char[]> bytes);
   void worker();
   // Under mu_: gives batch[pos] a slot (its own in place, a free one, a new
   // one or an evicted record's).
