@@ -90,6 +90,14 @@ DiskStore::DiskStore(const std::string& directory, uint64_t capacity_bytes,
     ::close(lock_fd_);
     throw;
   }
+  {
+    const uint64_t want = 2 * (std::min<uint64_t>(max_records_, uint64_t(1) << 20) + queue_capacity_);
+    uint32_t bits = 10;
+    while (bits < 20 && (uint64_t(1) << bits) < want) ++bits;
+    filter_shift_ = 64 - bits;
+    filter_.reset(new std::atomic<uint32_t>[size_t(1) << bits]);
+    for (size_t i = 0; i < (size_t(1) << bits); ++i) filter_[i].store(0, std::memory_order_relaxed);
+  }
   open_index();
   worker_ = std::thread([this] { worker(); });
 }
@@ -112,6 +120,20 @@ bool DiskStore::place_of(uint64_t hash, Place* place) const {
   place->slot = it->second.slot;
   place->path = slabs_->path(it->second.slot / slabs_->slots_per_slab());
   place->offset = slabs_->offset_of(it->second.slot);
+  return true;
+}
+
+bool DiskStore::filter_consistent() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::unordered_map<size_t, uint32_t> want;
+  for (const auto& kv : pending_) ++want[bucket_of(kv.first)];
+  for (const auto& kv : index_) ++want[bucket_of(kv.first)];
+  const size_t buckets = size_t(1) << (64 - filter_shift_);
+  for (size_t b = 0; b < buckets; ++b) {
+    const auto it = want.find(b);
+    if (filter_[b].load(std::memory_order_relaxed) != (it == want.end() ? 0 : it->second))
+      return false;
+  }
   return true;
 }
 
@@ -166,6 +188,7 @@ void DiskStore::open_index() {
       continue;
     }
     index_[f.hash] = Entry{f.priority, ++clock_, f.slot, kWritten, true};
+    filter_add_locked(f.hash);
     lru_.emplace(f.priority, clock_, f.hash);
   }
   // A smaller budget than last time: the lowest go.
@@ -174,6 +197,7 @@ void DiskStore::open_index() {
     const uint64_t slot = index_[hash].slot;
     lru_.erase(lru_.begin());
     index_.erase(hash);
+    filter_remove_locked(hash);
     stale.push_back(slot);
     ++counters_.evictions;
   }
@@ -204,6 +228,7 @@ void DiskStore::open_index() {
       ++counters_.errors;
       lru_.erase(LruKey{e.priority, e.age, hash});
       index_.erase(hash);
+      filter_remove_locked(hash);
       continue;
     }
     e.slot = next_free;
@@ -224,6 +249,7 @@ uint64_t DiskStore::forget_locked(uint64_t hash) {
   if (it->second.announced) journal_locked(hash, 0, false);
   lru_.erase(LruKey{it->second.priority, it->second.age, hash});
   index_.erase(it);
+  filter_remove_locked(hash);
   ++generation_[size_t(slot)];
   return slot;
 }
@@ -293,7 +319,8 @@ bool DiskStore::put_buffer(uint64_t hash, uint32_t priority,
 
 bool DiskStore::enqueue_locked(uint64_t hash, uint32_t priority,
                                std::unique_ptr<unsigned char[]> bytes) {
-  pending_[hash] = bytes.get();
+  const auto ins = pending_.insert_or_assign(hash, bytes.get());
+  if (ins.second) filter_add_locked(hash);
   Item item;
   item.hash = hash;
   item.priority = std::min<uint32_t>(priority, 100);
@@ -304,6 +331,10 @@ bool DiskStore::enqueue_locked(uint64_t hash, uint32_t priority,
 }
 
 size_t DiskStore::load(const uint64_t* hashes, size_t n, unsigned char* const* out) {
+  if (n > 0 && !maybe_held(hashes[0])) {  // not held: no lock, no clock
+    fast_misses_.fetch_add(1, std::memory_order_relaxed);
+    return 0;
+  }
   const auto start = std::chrono::steady_clock::now();
   const size_t size = layout_.record_bytes();
   struct Want {
@@ -427,6 +458,9 @@ StoreStats DiskStore::stats() const {
   s.bytes = index_.size() * layout_.record_bytes();
   s.queued = queue_.size();
   s.load = load_latency_.summary();
+  const uint64_t fast = fast_misses_.load(std::memory_order_relaxed);
+  s.misses += fast;
+  s.load.count += fast;
   s.write = write_latency_.summary();
   return s;
 }
@@ -478,6 +512,7 @@ void DiskStore::assign_slot_locked(std::vector<Item>& batch, uint32_t pos) {
     ++counters_.evictions;
   }
   index_[item.hash] = Entry{item.priority, ++clock_, slot, pos};
+  filter_add_locked(item.hash);
   lru_.emplace(item.priority, clock_, item.hash);
   item.slot = slot;
 }
@@ -578,7 +613,10 @@ void DiskStore::worker() {
         if (item.error != ENOSPC || !item.cancelled) ++counters_.errors;
       }
       auto p = pending_.find(item.hash);
-      if (p != pending_.end() && p->second == item.bytes.get()) pending_.erase(p);
+      if (p != pending_.end() && p->second == item.bytes.get()) {
+        pending_.erase(p);
+        filter_remove_locked(item.hash);
+      }
       // Kept for reuse up to a full queue plus a batch in flight: a buffer
       // freed and allocated again costs its page faults again.
       if (spare_.size() < 2 * size_t(queue_capacity_)) spare_.push_back(std::move(item.bytes));

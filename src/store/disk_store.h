@@ -62,9 +62,11 @@
 // records one or two at a time as they come, one short pwritev each. When the queue
 // is full the put is dropped (counted); a failed write (disk full,
 // unwritable) is dropped and counted as an error too. load() reads on the
-// caller's thread (a queued record is served from the queue). One mutex
-// guards the index, the slots, the queue and the counters; no file I/O runs
-// under it (except at open, before the worker starts).
+// caller's thread (a queued record is served from the queue); a lookup
+// whose first hash the store does not hold is answered without the lock
+// (the filter below). One mutex guards the index, the slots, the queue and
+// the counters; no file I/O runs under it (except at open, before the
+// worker starts).
 #pragma once
 
 #include <atomic>
@@ -134,6 +136,8 @@ class DiskStore final : public BlockStore {
   };
   bool place_of(uint64_t lookup_hash, Place* place) const;
   uint64_t max_records() const { return max_records_; }
+  // Tests: the lookup filter counts exactly the queued and indexed hashes.
+  bool filter_consistent() const;
 
  private:
   static constexpr uint32_t kWritten = UINT32_MAX;
@@ -177,6 +181,23 @@ class DiskStore final : public BlockStore {
     journal_size_.store(journal_.size(), std::memory_order_release);
   }
 
+  // The lookup's fast miss (the serving call's common case: a new prompt's
+  // first block): a counting filter of the hashes queued (pending_) or
+  // indexed (index_), one counter per bucket, changed under mu_ and read
+  // by load() without it, so that a lookup of a hash the store does not
+  // hold takes no lock (never waits for the worker, which holds mu_ while
+  // it books a batch). A bucket's counter is the number of such entries
+  // whose hash falls in it: zero means none is held; a non-zero one (a
+  // hash held, or another in its bucket) takes the lock as before. Sized
+  // for the budget and the queue (twice as many buckets, at most 2^20); a
+  // store holding more degrades to taking the lock more often.
+  size_t bucket_of(uint64_t hash) const {
+    return size_t((hash * 0x9E3779B97F4A7C15ull) >> filter_shift_);
+  }
+  void filter_add_locked(uint64_t hash) { filter_[bucket_of(hash)].fetch_add(1, std::memory_order_relaxed); }
+  void filter_remove_locked(uint64_t hash) { filter_[bucket_of(hash)].fetch_sub(1, std::memory_order_relaxed); }
+  bool maybe_held(uint64_t hash) const { return filter_[bucket_of(hash)].load(std::memory_order_relaxed) != 0; }
+
   const std::string dir_;
   const RecordLayout layout_;
   const uint64_t capacity_bytes_;
@@ -217,6 +238,11 @@ class DiskStore final : public BlockStore {
   std::vector<StoreChange> journal_;
   std::atomic<size_t> journal_size_{0};
   LatencyWindow load_latency_, write_latency_;
+  uint32_t filter_shift_ = 64;
+  std::unique_ptr<std::atomic<uint32_t>[]> filter_;
+  // Lookups the filter answered (misses at the first block, without the
+  // lock): counted in misses and in load.count, not sampled for latency.
+  std::atomic<uint64_t> fast_misses_{0};
   std::thread worker_;
 };
 

@@ -234,6 +234,7 @@ TEST(DiskStore, PutBufferTakesTheBufferAndHandsBackASpare) {
   EXPECT_EQ(out[2], r3.bytes);
   EXPECT_EQ(out[3], r4.bytes);
   EXPECT_EQ(s.stats().stores, 4u);
+  EXPECT_TRUE(s.filter_consistent());
 }
 
 TEST(DiskStore, FailedWritesAreDroppedAndCountedAsErrors) {
@@ -670,6 +671,7 @@ TEST(DiskStore, RandomizedAgainstAnOracle) {
           ++it;
         }
       }
+      ASSERT_TRUE(store->filter_consistent()) << "step " << step;
       const StoreStats st = store->stats();
       ASSERT_LE(st.blocks, kSlots);
       ASSERT_EQ(st.blocks, held.size()) << "step " << step;
