@@ -95,8 +95,9 @@ DiskStore::DiskStore(const std::string& directory, uint64_t capacity_bytes,
     uint32_t bits = 10;
     while (bits < 20 && (uint64_t(1) << bits) < want) ++bits;
     filter_shift_ = 64 - bits;
-    filter_.reset(new std::atomic<uint32_t>[size_t(1) << bits]);
-    for (size_t i = 0; i < (size_t(1) << bits); ++i) filter_[i].store(0, std::memory_order_relaxed);
+    filter_counts_.assign(size_t(1) << bits, 0);
+    filter_bits_.reset(new std::atomic<uint64_t>[(size_t(1) << bits) / 64]);
+    for (size_t i = 0; i < (size_t(1) << bits) / 64; ++i) filter_bits_[i].store(0, std::memory_order_relaxed);
   }
   open_index();
   worker_ = std::thread([this] { worker(); });
@@ -131,8 +132,9 @@ bool DiskStore::filter_consistent() const {
   const size_t buckets = size_t(1) << (64 - filter_shift_);
   for (size_t b = 0; b < buckets; ++b) {
     const auto it = want.find(b);
-    if (filter_[b].load(std::memory_order_relaxed) != (it == want.end() ? 0 : it->second))
-      return false;
+    const uint32_t n = it == want.end() ? 0 : it->second;
+    const bool bit = (filter_bits_[b >> 6].load(std::memory_order_relaxed) >> (b & 63)) & 1;
+    if (filter_counts_[b] != n || bit != (n != 0)) return false;
   }
   return true;
 }

@@ -183,20 +183,35 @@ class DiskStore final : public BlockStore {
 
   // The lookup's fast miss (the serving call's common case: a new prompt's
   // first block): a counting filter of the hashes queued (pending_) or
-  // indexed (index_), one counter per bucket, changed under mu_ and read
-  // by load() without it, so that a lookup of a hash the store does not
-  // hold takes no lock (never waits for the worker, which holds mu_ while
-  // it books a batch). A bucket's counter is the number of such entries
-  // whose hash falls in it: zero means none is held; a non-zero one (a
-  // hash held, or another in its bucket) takes the lock as before. Sized
-  // for the budget and the queue (twice as many buckets, at most 2^20); a
-  // store holding more degrades to taking the lock more often.
+  // indexed (index_), one counter per bucket of the hash, changed under mu_;
+  // beside it one bit per bucket (counter non-zero), read by load() without
+  // the lock, so that a lookup of a hash the store does not hold takes no
+  // lock (never waits for the worker, which holds mu_ while it books a
+  // batch). A clear bit means no hash of that bucket is held; a set one (the
+  // hash held, or another of its bucket) takes the lock as before. Twice as
+  // many buckets as the budget and the queue hold records, at most 2^20:
+  // the bits then take 128 KiB, which a serving core keeps cached better
+  // than the counters (a lookup is one read of them). A store holding more
+  // records degrades to taking the lock more often.
   size_t bucket_of(uint64_t hash) const {
     return size_t((hash * 0x9E3779B97F4A7C15ull) >> filter_shift_);
   }
-  void filter_add_locked(uint64_t hash) { filter_[bucket_of(hash)].fetch_add(1, std::memory_order_relaxed); }
-  void filter_remove_locked(uint64_t hash) { filter_[bucket_of(hash)].fetch_sub(1, std::memory_order_relaxed); }
-  bool maybe_held(uint64_t hash) const { return filter_[bucket_of(hash)].load(std::memory_order_relaxed) != 0; }
+  void filter_add_locked(uint64_t hash) {
+    const size_t b = bucket_of(hash);
+    if (filter_counts_[b]++ == 0)
+      filter_bits_[b >> 6].store(filter_bits_[b >> 6].load(std::memory_order_relaxed) | (uint64_t(1) << (b & 63)),
+                                 std::memory_order_relaxed);
+  }
+  void filter_remove_locked(uint64_t hash) {
+    const size_t b = bucket_of(hash);
+    if (--filter_counts_[b] == 0)
+      filter_bits_[b >> 6].store(filter_bits_[b >> 6].load(std::memory_order_relaxed) & ~(uint64_t(1) << (b & 63)),
+                                 std::memory_order_relaxed);
+  }
+  bool maybe_held(uint64_t hash) const {
+    const size_t b = bucket_of(hash);
+    return (filter_bits_[b >> 6].load(std::memory_order_relaxed) >> (b & 63)) & 1;
+  }
 
   const std::string dir_;
   const RecordLayout layout_;
@@ -239,7 +254,8 @@ class DiskStore final : public BlockStore {
   std::atomic<size_t> journal_size_{0};
   LatencyWindow load_latency_, write_latency_;
   uint32_t filter_shift_ = 64;
-  std::unique_ptr<std::atomic<uint32_t>[]> filter_;
+  std::vector<uint32_t> filter_counts_;                  // under mu_
+  std::unique_ptr<std::atomic<uint64_t>[]> filter_bits_;  // written under mu_, read by load()
   // Lookups the filter answered (misses at the first block, without the
   // lock): counted in misses and in load.count, not sampled for latency.
   std::atomic<uint64_t> fast_misses_{0};
