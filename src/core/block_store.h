@@ -23,7 +23,8 @@
 //
 // Rules an implementation keeps:
 //  - put() never waits on I/O: it copies the record into the store's own
-//    bounded queue, or drops it (counted in drops) when the queue is full
+//    bounded queue (put_buffer(): takes the caller's buffer instead, where
+//    the store can), or drops it (counted in drops) when the queue is full
 //    or the store is down. The serving call goes on either way.
 //  - load() is synchronous and time bounded (a remote store's timeout): it
 //    answers the leading run of hashes it has, one round trip per chunk for
