@@ -47,7 +47,8 @@ DiskStore::DiskStore(const std::string& directory, uint64_t capacity_bytes,
       queue_capacity_(queue_capacity(options, layout.record_bytes())),
       options_(std::move(options)),
       batch_records_(std::max<uint64_t>(
-          1, std::min<uint64_t>(queue_capacity_ / 2, (uint64_t(4) << 20) / layout.record_bytes()))) {
+          1, std::min<uint64_t>(queue_capacity_ / 2, (uint64_t(4) << 20) / layout.record_bytes()))),
+      filter_(std::min<uint64_t>(max_records_, uint64_t(1) << 21) + queue_capacity_) {
   if (dir_.empty()) invalid_argument("disk cache directory must not be empty");
   struct stat st {};
   if (::stat(dir_.c_str(), &st) != 0)
@@ -90,15 +91,6 @@ DiskStore::DiskStore(const std::string& directory, uint64_t capacity_bytes,
     ::close(lock_fd_);
     throw;
   }
-  {
-    const uint64_t want = 2 * (std::min<uint64_t>(max_records_, uint64_t(1) << 20) + queue_capacity_);
-    uint32_t bits = 10;
-    while (bits < 20 && (uint64_t(1) << bits) < want) ++bits;
-    filter_shift_ = 64 - bits;
-    filter_counts_.assign(size_t(1) << bits, 0);
-    filter_bits_.reset(new std::atomic<uint64_t>[(size_t(1) << bits) / 64]);
-    for (size_t i = 0; i < (size_t(1) << bits) / 64; ++i) filter_bits_[i].store(0, std::memory_order_relaxed);
-  }
   open_index();
   worker_ = std::thread([this] { worker(); });
 }
@@ -126,17 +118,10 @@ bool DiskStore::place_of(uint64_t hash, Place* place) const {
 
 bool DiskStore::filter_consistent() const {
   std::lock_guard<std::mutex> lock(mu_);
-  std::unordered_map<size_t, uint32_t> want;
-  for (const auto& kv : pending_) ++want[bucket_of(kv.first)];
-  for (const auto& kv : index_) ++want[bucket_of(kv.first)];
-  const size_t buckets = size_t(1) << (64 - filter_shift_);
-  for (size_t b = 0; b < buckets; ++b) {
-    const auto it = want.find(b);
-    const uint32_t n = it == want.end() ? 0 : it->second;
-    const bool bit = (filter_bits_[b >> 6].load(std::memory_order_relaxed) >> (b & 63)) & 1;
-    if (filter_counts_[b] != n || bit != (n != 0)) return false;
-  }
-  return true;
+  std::vector<uint64_t> hashes;
+  for (const auto& kv : pending_) hashes.push_back(kv.first);
+  for (const auto& kv : index_) hashes.push_back(kv.first);
+  return filter_.matches(hashes);
 }
 
 void DiskStore::open_index() {
@@ -190,7 +175,7 @@ void DiskStore::open_index() {
       continue;
     }
     index_[f.hash] = Entry{f.priority, ++clock_, f.slot, kWritten, true};
-    filter_add_locked(f.hash);
+    filter_.add(f.hash);
     lru_.emplace(f.priority, clock_, f.hash);
   }
   // A smaller budget than last time: the lowest go.
@@ -199,7 +184,7 @@ void DiskStore::open_index() {
     const uint64_t slot = index_[hash].slot;
     lru_.erase(lru_.begin());
     index_.erase(hash);
-    filter_remove_locked(hash);
+    filter_.remove(hash);
     stale.push_back(slot);
     ++counters_.evictions;
   }
@@ -230,7 +215,7 @@ void DiskStore::open_index() {
       ++counters_.errors;
       lru_.erase(LruKey{e.priority, e.age, hash});
       index_.erase(hash);
-      filter_remove_locked(hash);
+      filter_.remove(hash);
       continue;
     }
     e.slot = next_free;
@@ -251,7 +236,7 @@ uint64_t DiskStore::forget_locked(uint64_t hash) {
   if (it->second.announced) journal_locked(hash, 0, false);
   lru_.erase(LruKey{it->second.priority, it->second.age, hash});
   index_.erase(it);
-  filter_remove_locked(hash);
+  filter_.remove(hash);
   ++generation_[size_t(slot)];
   return slot;
 }
@@ -322,7 +307,7 @@ bool DiskStore::put_buffer(uint64_t hash, uint32_t priority,
 bool DiskStore::enqueue_locked(uint64_t hash, uint32_t priority,
                                std::unique_ptr<unsigned char[]> bytes) {
   const auto ins = pending_.insert_or_assign(hash, bytes.get());
-  if (ins.second) filter_add_locked(hash);
+  if (ins.second) filter_.add(hash);
   Item item;
   item.hash = hash;
   item.priority = std::min<uint32_t>(priority, 100);
@@ -333,7 +318,7 @@ bool DiskStore::enqueue_locked(uint64_t hash, uint32_t priority,
 }
 
 size_t DiskStore::load(const uint64_t* hashes, size_t n, unsigned char* const* out) {
-  if (n > 0 && !maybe_held(hashes[0])) {  // not held: no lock, no clock
+  if (n > 0 && !filter_.maybe_contains(hashes[0])) {  // not held: no lock, no clock
     fast_misses_.fetch_add(1, std::memory_order_relaxed);
     return 0;
   }
@@ -514,7 +499,7 @@ void DiskStore::assign_slot_locked(std::vector<Item>& batch, uint32_t pos) {
     ++counters_.evictions;
   }
   index_[item.hash] = Entry{item.priority, ++clock_, slot, pos};
-  filter_add_locked(item.hash);
+  filter_.add(item.hash);
   lru_.emplace(item.priority, clock_, item.hash);
   item.slot = slot;
 }
@@ -617,7 +602,7 @@ void DiskStore::worker() {
       auto p = pending_.find(item.hash);
       if (p != pending_.end() && p->second == item.bytes.get()) {
         pending_.erase(p);
-        filter_remove_locked(item.hash);
+        filter_.remove(item.hash);
       }
       // Kept for reuse up to a full queue plus a batch in flight: a buffer
       // freed and allocated again costs its page faults again.

@@ -64,7 +64,7 @@
 // unwritable) is dropped and counted as an error too. load() reads on the
 // caller's thread (a queued record is served from the queue); a lookup
 // whose first hash the store does not hold is answered without the lock
-// (the filter below). One mutex guards the index, the slots, the queue and
+// (filter_, hash_filter.h). One mutex guards the index, the slots, the queue and
 // the counters; no file I/O runs under it (except at open, before the
 // worker starts).
 #pragma once
@@ -85,6 +85,7 @@
 #include <vector>
 
 #include "core/block_store.h"
+#include "store/hash_filter.h"
 #include "store/latency_window.h"
 #include "store/slab_files.h"
 
@@ -181,38 +182,6 @@ class DiskStore final : public BlockStore {
     journal_size_.store(journal_.size(), std::memory_order_release);
   }
 
-  // The lookup's fast miss (the serving call's common case: a new prompt's
-  // first block): a counting filter of the hashes queued (pending_) or
-  // indexed (index_), one counter per bucket of the hash, changed under mu_;
-  // beside it one bit per bucket (counter non-zero), read by load() without
-  // the lock, so that a lookup of a hash the store does not hold takes no
-  // lock (never waits for the worker, which holds mu_ while it books a
-  // batch). A clear bit means no hash of that bucket is held; a set one (the
-  // hash held, or another of its bucket) takes the lock as before. Twice as
-  // many buckets as the budget and the queue hold records, at most 2^20:
-  // the bits then take 128 KiB, which a serving core keeps cached better
-  // than the counters (a lookup is one read of them). A store holding more
-  // records degrades to taking the lock more often.
-  size_t bucket_of(uint64_t hash) const {
-    return size_t((hash * 0x9E3779B97F4A7C15ull) >> filter_shift_);
-  }
-  void filter_add_locked(uint64_t hash) {
-    const size_t b = bucket_of(hash);
-    if (filter_counts_[b]++ == 0)
-      filter_bits_[b >> 6].store(filter_bits_[b >> 6].load(std::memory_order_relaxed) | (uint64_t(1) << (b & 63)),
-                                 std::memory_order_relaxed);
-  }
-  void filter_remove_locked(uint64_t hash) {
-    const size_t b = bucket_of(hash);
-    if (--filter_counts_[b] == 0)
-      filter_bits_[b >> 6].store(filter_bits_[b >> 6].load(std::memory_order_relaxed) & ~(uint64_t(1) << (b & 63)),
-                                 std::memory_order_relaxed);
-  }
-  bool maybe_held(uint64_t hash) const {
-    const size_t b = bucket_of(hash);
-    return (filter_bits_[b >> 6].load(std::memory_order_relaxed) >> (b & 63)) & 1;
-  }
-
   const std::string dir_;
   const RecordLayout layout_;
   const uint64_t capacity_bytes_;
@@ -253,11 +222,13 @@ class DiskStore final : public BlockStore {
   std::vector<StoreChange> journal_;
   std::atomic<size_t> journal_size_{0};
   LatencyWindow load_latency_, write_latency_;
-  uint32_t filter_shift_ = 64;
-  std::vector<uint32_t> filter_counts_;                  // under mu_
-  std::unique_ptr<std::atomic<uint64_t>[]> filter_bits_;  // written under mu_, read by load()
-  // Lookups the filter answered (misses at the first block, without the
-  // lock): counted in misses and in load.count, not sampled for latency.
+  // The hashes queued (pending_) or indexed (index_), changed under mu_,
+  // read by load() without it (hash_filter.h): a lookup whose first hash
+  // the store does not hold (the serving call's common case) takes no lock,
+  // so it never waits for the worker, which holds mu_ while it books a
+  // batch. Those lookups are counted in misses and in load.count, not
+  // sampled for the load latency.
+  HashFilter filter_;
   std::atomic<uint64_t> fast_misses_{0};
   std::thread worker_;
 };
