@@ -8,11 +8,17 @@
 //      files   one file per block through the store's own system calls
 //              (open, write, close, rename; open, pread, close) without the
 //              header, checksum, queue or worker thread.
-//    The store's write is timed from the first put() to the last flush()
-//    (puts in batches of 64 records, each flushed: none is dropped and the
-//    queue's buffers are reused); its read is load() in runs of 16 blocks
-//    into 16 buffers (the readers of the peers rotate 16 too) plus check_record()
-//    on every record, as an add does. Target: store >= 0.70 x seq.
+//    The store's write is timed from the first put to the last flush()
+//    (default queue; the producer waits only when a put finds it full:
+//    none is dropped and the queue's buffers are reused), two ways: "store", sealed records handed
+//    over with put_buffer() (the record writer's way: the store queues the
+//    buffer itself); "copy+write", each record first copied into the
+//    buffer the last put handed back (what the record writer's seal copies;
+//    seq has no such copy). seq and seqv write their file twice and time
+//    the second pass, as the store's timed records follow a warm pass. Its
+//    read is load() in runs of 16 blocks into 16 buffers (the readers of
+//    the peers rotate 16 too), and load+check adds check_record() on every
+//    record, as an add does. Target: store >= 0.70 x seq.
 //    No fsync anywhere: all of them measure the file system and the page
 //    cache of this machine alike (reads follow the writes: cached).
 //
@@ -25,8 +31,12 @@
 //    1.10 x off.
 //
 //   bench_disk_tier [DIR] [REPETITIONS] [all|throughput|serving]
-//   (DIR default $TMPDIR or /tmp)
+//   (DIR default $TMPDIR or /tmp; KVC_BENCH_ONLY_KIB=N: throughput of N KiB
+//   blocks only; KVC_BENCH_PIN=1: serving thread on CPU 0, the tier's
+//   threads on CPU 1)
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <linux/perf_event.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
@@ -42,6 +52,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -130,29 +141,53 @@ Records make_records(uint64_t payload, uint32_t n) {
 }
 
 // Each returns seconds.
-// Puts in batches of 64 records, each batch flushed: the worker writes at
-// its own pace and the queue's buffers are reused, as in steady serving.
-double store_write(const Records& r, const std::string& dir) {
-  kvc::DiskStoreOptions o;
-  o.queue_records = 64;
-  kvc::DiskStore s(dir, uint64_t(1) << 40, r.layout, o);
+// The store has its default queue (64 MiB of records); the producer puts
+// as fast as it can and waits (flush()) only when a put is refused for a
+// full queue, then puts that record again: none is dropped, the worker
+// writes at its own pace and the queue's buffers are reused, as in steady
+// serving. Records go in with put_buffer(), as the record writer hands the
+// record it sealed in its buffer to the disk: the store takes the buffer
+// (no copy) and hands a spare one back. `fill` false: the timed puts hand
+// over buffers filled before the clock starts (the store's own cost, from
+// a sealed record to its write); true: each record is first copied into
+// the buffer the last put handed back, as the record writer's seal copies
+// the blocks (a cost of making records, which seq does not have).
+double store_write(const Records& r, const std::string& dir, bool fill) {
+  // A budget of exactly the records: the timed puts evict the warm pass's
+  // records, oldest first, and overwrite their slots in place, as a store
+  // at its budget does in steady state.
+  const size_t size = r.layout.record_bytes();
+  kvc::DiskStore s(dir, uint64_t(size) * r.bytes.size(), r.layout);
+  std::unique_ptr<unsigned char[]> buf(new unsigned char[size]);
+  auto hand_over = [&](uint64_t hash, std::unique_ptr<unsigned char[]>& b) {
+    while (!s.put_buffer(hash, 35, b)) s.flush();  // a full queue: wait for it
+  };
+  auto put = [&](uint64_t hash, size_t i) {
+    std::memcpy(buf.get(), r.bytes[i].data(), size);
+    hand_over(hash, buf);
+  };
   // Warm: one untimed pass of the same puts under other hashes, as a store
-  // serving for a while is: its queue's buffers exist (a cold store's first
-  // fill page-faults them in: bench/results). The timed records go to the
-  // slots after these, appended as seq appends.
-  for (size_t i = 0; i < r.bytes.size(); ++i) {
-    if (!s.put(~r.keys[i].lookup_hash, 35, r.bytes[i].data())) std::abort();
-    if (i % 64 == 63) s.flush();
-  }
+  // serving for a while is: its spare buffers exist (a cold store's first
+  // fill page-faults them in: bench/results) and its slots are in the page
+  // cache. The timed records overwrite them, as seq overwrites its file.
+  for (size_t i = 0; i < r.bytes.size(); ++i) put(~r.keys[i].lookup_hash, i);
   s.flush();
+  std::vector<std::unique_ptr<unsigned char[]>> sealed;
+  if (!fill) {
+    for (const auto& b : r.bytes) {
+      sealed.emplace_back(new unsigned char[size]);
+      std::memcpy(sealed.back().get(), b.data(), size);
+    }
+  }
   const auto t0 = Clock::now();
   for (size_t i = 0; i < r.bytes.size(); ++i) {
-    if (!s.put(r.keys[i].lookup_hash, 35, r.bytes[i].data())) std::abort();
-    if (i % 64 == 63) s.flush();
+    if (fill) put(r.keys[i].lookup_hash, i);
+    else hand_over(r.keys[i].lookup_hash, sealed[i]);
   }
   s.flush();
   const double t = seconds_since(t0);
-  if (s.stats().stores != 2 * r.bytes.size()) std::abort();
+  const kvc::StoreStats st = s.stats();
+  if (st.stores != 2 * r.bytes.size() || st.evictions != r.bytes.size()) std::abort();
   return t;
 }
 
@@ -182,12 +217,21 @@ double store_read(const Records& r, const std::string& dir, double* check_s) {
   return load_s;
 }
 
+// The sequential writers write the file twice and time the second pass,
+// over the first (dd conv=notrunc): the store's timed records overwrite the
+// slots of its warm pass, so neither grows the page cache while timed (on
+// this VM a page the guest has not touched lately costs several times more
+// to fill than one it holds or just freed: bench/results/
+// 2026-11-28-disk-writes-vm-2cpu.md).
 double seq_write(const Records& r, const std::string& dir) {
   const std::string path = dir + "/seq.bin";
   const uint64_t payload = r.layout.payload_bytes;
-  const auto t0 = Clock::now();
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   must(fd >= 0, "open");
+  for (const auto& b : r.bytes)  // untimed first pass
+    must(::write(fd, b.data() + r.layout.header_bytes(), payload) == ssize_t(payload), "write");
+  const auto t0 = Clock::now();
+  must(::lseek(fd, 0, SEEK_SET) == 0, "lseek");
   for (const auto& b : r.bytes)
     must(::write(fd, b.data() + r.layout.header_bytes(), payload) == ssize_t(payload), "write");
   must(::close(fd) == 0, "close");
@@ -204,14 +248,18 @@ double seqv_write(const Records& r, const std::string& dir) {
   const std::string path = dir + "/seqv.bin";
   const uint64_t payload = r.layout.payload_bytes;
   std::vector<iovec> iov;
-  const auto t0 = Clock::now();
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   must(fd >= 0, "open");
-  for (size_t i = 0; i < r.bytes.size(); i += 64) {
-    iov.clear();
-    for (size_t j = i; j < std::min(i + 64, r.bytes.size()); ++j)
-      iov.push_back(iovec{const_cast<unsigned char*>(r.bytes[j].data() + r.layout.header_bytes()), payload});
-    must(::writev(fd, iov.data(), int(iov.size())) == ssize_t(payload * iov.size()), "writev");
+  Clock::time_point t0;
+  for (int pass = 0; pass < 2; ++pass) {  // the first untimed, as seq_write's
+    if (pass == 1) t0 = Clock::now();
+    must(::lseek(fd, 0, SEEK_SET) == 0, "lseek");
+    for (size_t i = 0; i < r.bytes.size(); i += 64) {
+      iov.clear();
+      for (size_t j = i; j < std::min(i + 64, r.bytes.size()); ++j)
+        iov.push_back(iovec{const_cast<unsigned char*>(r.bytes[j].data() + r.layout.header_bytes()), payload});
+      must(::writev(fd, iov.data(), int(iov.size())) == ssize_t(payload * iov.size()), "writev");
+    }
   }
   must(::close(fd) == 0, "close");
   return seconds_since(t0);
@@ -282,10 +330,10 @@ double files_read(const Records& r, const std::string& dir) {
 
 void throughput(const std::string& base, int reps) {
   std::printf("## 1. Throughput, MB/s of payload (median of %d, [min, max])\n\n", reps);
-  std::printf("| block | store write | seq write | seqv write | files write | store/seq | store/seqv |"
-              " store load | store load+check | seq read | seqv read | files read | load/seq |"
-              " load+check/seq | load/seqv |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("| block | store write | store copy+write | seq write | seqv write | files write | store/seq |"
+              " copy+write/seq | store/seqv | store load | store load+check | seq read | seqv read |"
+              " files read | load/seq | load+check/seq | load/seqv |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   std::vector<uint64_t> sizes = {uint64_t(32) << 10, uint64_t(256) << 10, uint64_t(2) << 20};
   if (const char* only = std::getenv("KVC_BENCH_ONLY_KIB")) sizes = {uint64_t(std::atoi(only)) << 10};
   for (uint64_t payload : sizes) {
@@ -302,11 +350,16 @@ void throughput(const std::string& base, int reps) {
       for (int k : kinds) {
         const std::string dir = make_dir(base);
         if (k == 0) {
-          t["store w"].push_back(mb / store_write(r, dir));
+          t["store w"].push_back(mb / store_write(r, dir, false));
           double check = 0;
           const double load = store_read(r, dir, &check);
           t["store r"].push_back(mb / load);
           t["store rc"].push_back(mb / (load + check));
+          remove_dir(dir);
+          const std::string dir2 = make_dir(base);
+          t["store cw"].push_back(mb / store_write(r, dir2, true));
+          remove_dir(dir2);
+          continue;
         } else if (k == 1) {
           t["seq w"].push_back(mb / seq_write(r, dir));
           t["seq r"].push_back(mb / seq_read(r, dir));
@@ -327,9 +380,10 @@ void throughput(const std::string& base, int reps) {
       return std::string(b);
     };
     auto ratio = [&](const char* a, const char* b) { return stat_of(t[a]).median / stat_of(t[b]).median; };
-    std::printf("| %" PRIu64 " KiB x %u | %s | %s | %s | %s | %.2f | %.2f | %s | %s | %s | %s | %s | %.2f | %.2f | %.2f |\n",
-                payload >> 10, n, cell("store w").c_str(), cell("seq w").c_str(), cell("seqv w").c_str(),
-                cell("files w").c_str(), ratio("store w", "seq w"), ratio("store w", "seqv w"),
+    std::printf("| %" PRIu64 " KiB x %u | %s | %s | %s | %s | %s | %.2f | %.2f | %.2f | %s | %s | %s | %s | %s | %.2f | %.2f | %.2f |\n",
+                payload >> 10, n, cell("store w").c_str(), cell("store cw").c_str(), cell("seq w").c_str(),
+                cell("seqv w").c_str(), cell("files w").c_str(), ratio("store w", "seq w"),
+                ratio("store cw", "seq w"), ratio("store w", "seqv w"),
                 cell("store r").c_str(), cell("store rc").c_str(), cell("seq r").c_str(),
                 cell("seqv r").c_str(), cell("files r").c_str(), ratio("store r", "seq r"),
                 ratio("store rc", "seq r"), ratio("store r", "seqv r"));
@@ -468,6 +522,33 @@ double pct(std::vector<double> v, double q) {
   return v[size_t(q * double(v.size() - 1))];
 }
 
+// KVC_BENCH_PIN=1: the serving thread on CPU 0, the tier's threads (the
+// record writer's and the disk's worker, which inherit the affinity of the
+// thread that creates the cache) on CPU 1, as a deployment that pins its
+// serving thread keeps the library's background threads off its core.
+bool pin_threads() {
+  const char* v = std::getenv("KVC_BENCH_PIN");
+  return v != nullptr && std::strcmp(v, "1") == 0;
+}
+
+void pin_to(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0) {
+    std::fprintf(stderr, "cannot pin to CPU %d\n", cpu);
+    std::exit(1);
+  }
+}
+
+kvc_cache_t* pinned_cache(const Shape& m, const std::string& disk) {
+  if (!pin_threads()) return serving_cache(m, disk);
+  pin_to(1);  // the cache's threads start here and stay
+  kvc_cache_t* cache = serving_cache(m, disk);
+  pin_to(0);  // the serving thread
+  return cache;
+}
+
 void serving(const std::string& base, int reps) {
   std::printf("## 2. kvc_sequence_add / commit / remove latency, disk tier off vs on\n\n");
   std::printf("1024-block pool, unique 512-token prompts: every add evicts 32 blocks once warm\n");
@@ -477,10 +558,12 @@ void serving(const std::string& base, int reps) {
   std::printf("CPU: the serving thread's own CPU time per call (CLOCK_THREAD_CPUTIME_ID), p50 and\n");
   std::printf("p99, off / on; instructions: user-space instructions it retired per call (perf\n");
   std::printf("counter; -1: not allowed here), p50 and p99, off / on. Wall p99 on a shared VM is\n");
-  std::printf("mostly other processes (and the store's own threads) taking the core.\n\n");
+  std::printf("mostly other processes (and the store's own threads) taking the core.\n");
+  std::printf("Threads: %s.\n\n", pin_threads() ? "serving thread pinned to CPU 0, the tier's threads to CPU 1 (KVC_BENCH_PIN=1)"
+                                                 : "not pinned (KVC_BENCH_PIN=1 pins them)");
   std::printf("| model (block set) | call | off p50 | on p50 | off p99 [rounds] | on p99 [rounds] | on/off p99 |"
-              " CPU p50 off / on | CPU p99 off / on | instr p50 off / on | instr p99 off / on | drops |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+              " CPU p50 off / on | CPU p99 off / on | CPU on/off p99 | instr p50 off / on | instr p99 off / on | drops |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   const Shape shapes[] = {
       {"1 layer fp8, dim 1 (16 B)", 1, 1, 1, KVC_DTYPE_FP8_E4M3},
       {"4 layers x 2 heads x 64, bf16 (32 KiB)", 4, 2, 64, KVC_DTYPE_BF16},
@@ -494,7 +577,7 @@ void serving(const std::string& base, int reps) {
       for (int on = 0; on < 2; ++on) {
         const int which = (rep % 2 == 0) ? on : 1 - on;
         const std::string dir = which ? make_dir(base) : "";
-        kvc_cache_t* cache = serving_cache(m, dir);
+        kvc_cache_t* cache = pinned_cache(m, dir);
         CallCost calls[kCalls];
         serve(cache, 1000000 * uint64_t(rep + 1), 64, calls);  // warm: the pool fills
         for (CallCost& c : calls) c = CallCost{};
@@ -521,10 +604,11 @@ void serving(const std::string& base, int reps) {
       const std::vector<double>* n = ins[k];
       const Stat off = stat_of(p99[k][0]), on = stat_of(p99[k][1]);
       std::printf("| %s | %s | %.1f us | %.1f us | %.1f us [%.1f, %.1f] | %.1f us [%.1f, %.1f] | %.2f |"
-                  " %.2f / %.2f us | %.2f / %.2f us | %.0f / %.0f | %.0f / %.0f | %" PRIu64 " |\n",
+                  " %.2f / %.2f us | %.2f / %.2f us | %.2f | %.0f / %.0f | %.0f / %.0f | %" PRIu64 " |\n",
                   m.name, kCallNames[k], pct(v[0], 0.5), pct(v[1], 0.5), pct(v[0], 0.99), off.lo,
                   off.hi, pct(v[1], 0.99), on.lo, on.hi, pct(v[1], 0.99) / pct(v[0], 0.99),
-                  pct(c[0], 0.5), pct(c[1], 0.5), pct(c[0], 0.99), pct(c[1], 0.99), pct(n[0], 0.5),
+                  pct(c[0], 0.5), pct(c[1], 0.5), pct(c[0], 0.99), pct(c[1], 0.99),
+                  pct(c[1], 0.99) / pct(c[0], 0.99), pct(n[0], 0.5),
                   pct(n[1], 0.5), pct(n[0], 0.99), pct(n[1], 0.99), drops);
     }
     std::fflush(stdout);

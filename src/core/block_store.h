@@ -23,7 +23,8 @@
 //
 // Rules an implementation keeps:
 //  - put() never waits on I/O: it copies the record into the store's own
-//    bounded queue, or drops it (counted in drops) when the queue is full
+//    bounded queue (put_buffer(): takes the caller's buffer instead, where
+//    the store can), or drops it (counted in drops) when the queue is full
 //    or the store is down. The serving call goes on either way.
 //  - load() is synchronous and time bounded (a remote store's timeout): it
 //    answers the leading run of hashes it has, one round trip per chunk for
@@ -132,6 +133,21 @@ class BlockStore {
   // priorities first, older first among equals). Returns false when the put was dropped (counted). Never waits
   // on I/O.
   virtual bool put(uint64_t lookup_hash, uint32_t priority, const unsigned char* record) = 0;
+
+  // put() without the copy where the store can queue the caller's buffer
+  // itself: `record` (layout().record_bytes() bytes, sealed) is taken, and
+  // `record` then holds another buffer of that size (one the store is done
+  // with, or a new one; its bytes unspecified) for the caller's next record.
+  // A store that cannot take it copies it as put() does and leaves `record`
+  // as it was; so does a dropped put (false). Either way `record` is a
+  // usable buffer afterwards. Never waits on I/O. The record writer seals
+  // into such a buffer and hands it to the first store of the chain (the
+  // disk): a 256 KiB record is then copied once (into the record) instead
+  // of twice (bench/results/2026-11-28-disk-writes-vm-2cpu.md).
+  virtual bool put_buffer(uint64_t lookup_hash, uint32_t priority,
+                          std::unique_ptr<unsigned char[]>& record) {
+    return put(lookup_hash, priority, record.get());
+  }
 
   // Looks up hashes[0..n), the consecutive blocks of one prompt, and copies
   // the record of each into out[i] (record_bytes() each), stopping at the

@@ -130,18 +130,19 @@ void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end) {
     if (t.num_tokens != T_ || t.tier != kPrimaryTier) continue;
     // Only a node made of this sequence's blocks is new (a node found under
     // the key keeps its own, written when it was committed or loaded).
-    const unsigned char** parts = &job_parts_[jobs_.size() * G];
     bool own = true;
     for (uint32_t g = 0; g < G && own; ++g) {
       const uint32_t blk = tree.block(node, g);
       own = blk != kNoBlock && blk == s.blocks[g][b];
-      if (own) parts[g] = memory_[layout_groups_.group_pool[g]]->block(blk);
     }
     if (!own) continue;
-    if (jobs_.size() == room) {
+    if (jobs_.size() == room) {  // counted, nothing more (the writer is behind)
       ++no_room;
       continue;
     }
+    const unsigned char** parts = &job_parts_[jobs_.size() * G];
+    for (uint32_t g = 0; g < G; ++g)
+      parts[g] = memory_[layout_groups_.group_pool[g]]->block(tree.block(node, g));
     // The key is the writer's to make: here only what it chains on. A
     // parent whose own job is still out chains on that job's key.
     RecordWrite w;

@@ -47,7 +47,8 @@ DiskStore::DiskStore(const std::string& directory, uint64_t capacity_bytes,
       queue_capacity_(queue_capacity(options, layout.record_bytes())),
       options_(std::move(options)),
       batch_records_(std::max<uint64_t>(
-          1, std::min<uint64_t>(queue_capacity_ / 2, (uint64_t(4) << 20) / layout.record_bytes()))) {
+          1, std::min<uint64_t>(queue_capacity_ / 2, (uint64_t(4) << 20) / layout.record_bytes()))),
+      filter_(std::min<uint64_t>(max_records_, uint64_t(1) << 21) + queue_capacity_) {
   if (dir_.empty()) invalid_argument("disk cache directory must not be empty");
   struct stat st {};
   if (::stat(dir_.c_str(), &st) != 0)
@@ -115,6 +116,14 @@ bool DiskStore::place_of(uint64_t hash, Place* place) const {
   return true;
 }
 
+bool DiskStore::filter_consistent() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<uint64_t> hashes;
+  for (const auto& kv : pending_) hashes.push_back(kv.first);
+  for (const auto& kv : index_) hashes.push_back(kv.first);
+  return filter_.matches(hashes);
+}
+
 void DiskStore::open_index() {
   // The former one-file-per-block format of this geometry: block files
   // `<fingerprint>-<hash>.kvb` and temporary files. Not read: removed.
@@ -166,6 +175,7 @@ void DiskStore::open_index() {
       continue;
     }
     index_[f.hash] = Entry{f.priority, ++clock_, f.slot, kWritten, true};
+    filter_.add(f.hash);
     lru_.emplace(f.priority, clock_, f.hash);
   }
   // A smaller budget than last time: the lowest go.
@@ -174,6 +184,7 @@ void DiskStore::open_index() {
     const uint64_t slot = index_[hash].slot;
     lru_.erase(lru_.begin());
     index_.erase(hash);
+    filter_.remove(hash);
     stale.push_back(slot);
     ++counters_.evictions;
   }
@@ -204,6 +215,7 @@ void DiskStore::open_index() {
       ++counters_.errors;
       lru_.erase(LruKey{e.priority, e.age, hash});
       index_.erase(hash);
+      filter_.remove(hash);
       continue;
     }
     e.slot = next_free;
@@ -224,6 +236,7 @@ uint64_t DiskStore::forget_locked(uint64_t hash) {
   if (it->second.announced) journal_locked(hash, 0, false);
   lru_.erase(LruKey{it->second.priority, it->second.age, hash});
   index_.erase(it);
+  filter_.remove(hash);
   ++generation_[size_t(slot)];
   return slot;
 }
@@ -262,20 +275,53 @@ bool DiskStore::put(uint64_t hash, uint32_t priority, const unsigned char* recor
   bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    pending_[hash] = buf.get();
-    Item item;
-    item.hash = hash;
-    item.priority = std::min<uint32_t>(priority, 100);
-    item.bytes = std::move(buf);
-    queue_.push_back(std::move(item));
-    ++enqueued_;
-    wake = worker_waiting_ || (lingering_ && queue_.size() >= batch_records_);
+    wake = enqueue_locked(hash, priority, std::move(buf));
   }
   if (wake) work_cv_.notify_one();
   return true;
 }
 
+bool DiskStore::put_buffer(uint64_t hash, uint32_t priority,
+                           std::unique_ptr<unsigned char[]>& record) {
+  std::unique_ptr<unsigned char[]> next;
+  bool wake = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (queue_.size() >= queue_capacity_ || stop_) {
+      ++counters_.drops;
+      return false;  // the caller keeps its buffer
+    }
+    wake = enqueue_locked(hash, priority, std::move(record));
+    if (!spare_.empty()) {
+      next = std::move(spare_.back());
+      spare_.pop_back();
+    }
+  }
+  if (wake) work_cv_.notify_one();
+  // Not touched here: a new buffer costs its page faults where the caller
+  // first writes it.
+  record = next ? std::move(next) : std::unique_ptr<unsigned char[]>(new unsigned char[layout_.record_bytes()]);
+  return true;
+}
+
+bool DiskStore::enqueue_locked(uint64_t hash, uint32_t priority,
+                               std::unique_ptr<unsigned char[]> bytes) {
+  const auto ins = pending_.insert_or_assign(hash, bytes.get());
+  if (ins.second) filter_.add(hash);
+  Item item;
+  item.hash = hash;
+  item.priority = std::min<uint32_t>(priority, 100);
+  item.bytes = std::move(bytes);
+  queue_.push_back(std::move(item));
+  ++enqueued_;
+  return worker_waiting_ || (lingering_ && queue_.size() >= batch_records_);
+}
+
 size_t DiskStore::load(const uint64_t* hashes, size_t n, unsigned char* const* out) {
+  if (n > 0 && !filter_.maybe_contains(hashes[0])) {  // not held: no lock, no clock
+    fast_misses_.fetch_add(1, std::memory_order_relaxed);
+    return 0;
+  }
   const auto start = std::chrono::steady_clock::now();
   const size_t size = layout_.record_bytes();
   struct Want {
@@ -399,6 +445,9 @@ StoreStats DiskStore::stats() const {
   s.bytes = index_.size() * layout_.record_bytes();
   s.queued = queue_.size();
   s.load = load_latency_.summary();
+  const uint64_t fast = fast_misses_.load(std::memory_order_relaxed);
+  s.misses += fast;
+  s.load.count += fast;
   s.write = write_latency_.summary();
   return s;
 }
@@ -450,6 +499,7 @@ void DiskStore::assign_slot_locked(std::vector<Item>& batch, uint32_t pos) {
     ++counters_.evictions;
   }
   index_[item.hash] = Entry{item.priority, ++clock_, slot, pos};
+  filter_.add(item.hash);
   lru_.emplace(item.priority, clock_, item.hash);
   item.slot = slot;
 }
@@ -550,7 +600,10 @@ void DiskStore::worker() {
         if (item.error != ENOSPC || !item.cancelled) ++counters_.errors;
       }
       auto p = pending_.find(item.hash);
-      if (p != pending_.end() && p->second == item.bytes.get()) pending_.erase(p);
+      if (p != pending_.end() && p->second == item.bytes.get()) {
+        pending_.erase(p);
+        filter_.remove(item.hash);
+      }
       // Kept for reuse up to a full queue plus a batch in flight: a buffer
       // freed and allocated again costs its page faults again.
       if (spare_.size() < 2 * size_t(queue_capacity_)) spare_.push_back(std::move(item.bytes));

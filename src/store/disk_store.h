@@ -53,15 +53,20 @@
 // the new slot count and truncates the slabs.
 //
 // Threads. put() copies the record into a bounded queue (capacity in records)
-// and returns; one worker thread writes the queue in batches. A worker woken
+// and returns; put_buffer() queues the caller's buffer itself and hands it a
+// spare one back (the record writer's way: no copy of the record on its way
+// to the disk but the kernel's); one worker thread writes the queue in
+// batches. A worker woken
 // by a put lingers up to 1 ms for 4 MiB of records (at most half the queue)
 // before it takes the queue, unless a flush waits: otherwise it takes the
 // records one or two at a time as they come, one short pwritev each. When the queue
 // is full the put is dropped (counted); a failed write (disk full,
 // unwritable) is dropped and counted as an error too. load() reads on the
-// caller's thread (a queued record is served from the queue). One mutex
-// guards the index, the slots, the queue and the counters; no file I/O runs
-// under it (except at open, before the worker starts).
+// caller's thread (a queued record is served from the queue); a lookup
+// whose first hash the store does not hold is answered without the lock
+// (filter_, hash_filter.h). One mutex guards the index, the slots, the queue and
+// the counters; no file I/O runs under it (except at open, before the
+// worker starts).
 #pragma once
 
 #include <atomic>
@@ -80,6 +85,7 @@
 #include <vector>
 
 #include "core/block_store.h"
+#include "store/hash_filter.h"
 #include "store/latency_window.h"
 #include "store/slab_files.h"
 
@@ -112,6 +118,9 @@ class DiskStore final : public BlockStore {
   const char* name() const override { return "disk"; }
   const RecordLayout& layout() const override { return layout_; }
   bool put(uint64_t lookup_hash, uint32_t priority, const unsigned char* record) override;
+  // Queues the buffer itself (no copy) and hands back a spare one.
+  bool put_buffer(uint64_t lookup_hash, uint32_t priority,
+                  std::unique_ptr<unsigned char[]>& record) override;
   size_t load(const uint64_t* hashes, size_t n, unsigned char* const* out) override;
   void reject(uint64_t lookup_hash, RecordCheck why) override;
   void flush() override;
@@ -128,6 +137,8 @@ class DiskStore final : public BlockStore {
   };
   bool place_of(uint64_t lookup_hash, Place* place) const;
   uint64_t max_records() const { return max_records_; }
+  // Tests: the lookup filter counts exactly the queued and indexed hashes.
+  bool filter_consistent() const;
 
  private:
   static constexpr uint32_t kWritten = UINT32_MAX;
@@ -150,6 +161,9 @@ class DiskStore final : public BlockStore {
   using LruKey = std::tuple<uint32_t, uint64_t, uint64_t>;  // priority, age, hash
 
   void open_index();
+  // Under mu_: queues `bytes` (a sealed record) under `hash`; returns
+  // whether the worker is to be woken.
+  bool enqueue_locked(uint64_t hash, uint32_t priority, std::unique_ptr<unsigned char[]> bytes);
   void worker();
   // Under mu_: gives batch[pos] a slot (its own in place, a free one, a new
   // one or an evicted record's).
@@ -208,6 +222,14 @@ class DiskStore final : public BlockStore {
   std::vector<StoreChange> journal_;
   std::atomic<size_t> journal_size_{0};
   LatencyWindow load_latency_, write_latency_;
+  // The hashes queued (pending_) or indexed (index_), changed under mu_,
+  // read by load() without it (hash_filter.h): a lookup whose first hash
+  // the store does not hold (the serving call's common case) takes no lock,
+  // so it never waits for the worker, which holds mu_ while it books a
+  // batch. Those lookups are counted in misses and in load.count, not
+  // sampled for the load latency.
+  HashFilter filter_;
+  std::atomic<uint64_t> fast_misses_{0};
   std::thread worker_;
 };
 

@@ -33,7 +33,7 @@ ThreadedRecordWriter::ThreadedRecordWriter(const RecordLayout& layout,
       part_bytes_(std::move(part_bytes)),
       stores_(std::move(stores)),
       hasher_(hash_seed),
-      record_(layout.record_bytes()),
+      record_(new unsigned char[layout.record_bytes()]),
       ring_(max_jobs == 0 ? 1 : max_jobs),
       accepted_(new std::atomic<uint64_t>[stores_.size()]) {
   for (size_t s = 0; s < stores_.size(); ++s) accepted_[s].store(0, std::memory_order_relaxed);
@@ -132,7 +132,7 @@ bool ThreadedRecordWriter::key_of(const RecordWrite& job, StoreKey& key) {
 
 void ThreadedRecordWriter::write(const Slot& slot, const StoreKey& key) {
   // Blocks into the record's payload, then the header with its checksum.
-  unsigned char* payload = record_.data() + layout_.header_bytes();
+  unsigned char* payload = record_.get() + layout_.header_bytes();
   for (size_t g = 0; g < part_bytes_.size(); ++g) {
     std::memcpy(payload, slot.parts[g], part_bytes_[g]);
     payload += part_bytes_[g];
@@ -141,7 +141,7 @@ void ThreadedRecordWriter::write(const Slot& slot, const StoreKey& key) {
   rk.lookup_hash = key.hash;
   rk.digest = key.digest;
   rk.tokens = slot.tokens.data();
-  seal_record(layout_, rk, slot.job.priority, record_.data());
+  seal_record(layout_, rk, slot.job.priority, record_.get());
 }
 
 void ThreadedRecordWriter::run() {
@@ -179,8 +179,11 @@ void ThreadedRecordWriter::run() {
     done.keyed = key_of(slot.job, done.key);
     if (done.keyed) {
       write(slot, done.key);
-      for (size_t s = 0; s < stores_.size(); ++s) {
-        took[s] = stores_[s]->put(done.key.hash, slot.job.priority, record_.data());
+      // The later stores copy the record; the first (the disk, where there
+      // is one) takes the buffer itself and hands back another: no copy.
+      for (size_t s = stores_.size(); s-- > 0;) {
+        took[s] = s == 0 ? stores_[s]->put_buffer(done.key.hash, slot.job.priority, record_)
+                         : stores_[s]->put(done.key.hash, slot.job.priority, record_.get());
         if (took[s]) accepted_[s].fetch_add(1, std::memory_order_relaxed);
       }
     } else {

@@ -83,7 +83,9 @@ class ThreadedRecordWriter final : public RecordWriter {
   const std::vector<uint64_t> part_bytes_;
   const std::vector<BlockStore*> stores_;
   const PortableHasher hasher_;
-  std::vector<unsigned char> record_;  // the worker's record
+  // The worker's record, sealed in place; handed to the first store
+  // (put_buffer), which gives another buffer back.
+  std::unique_ptr<unsigned char[]> record_;
   // The worker's: keys of its last jobs by ticket, oldest first in order_.
   // A ticket (a tree node) may come again once its node is gone: an entry
   // leaves with the job that made it (its number), not a later one's.

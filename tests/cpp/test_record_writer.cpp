@@ -106,6 +106,64 @@ TEST(RecordWriter, DoneJobsComeBackInSubmissionOrderAcrossTheRingsWrap) {
   EXPECT_EQ(w.queued(), 0u);
 }
 
+// Takes every record's buffer (put_buffer) and keeps it; put() is never
+// expected.
+class Taker final : public BlockStore {
+ public:
+  const char* name() const override { return "taker"; }
+  const RecordLayout& layout() const override { return layout_; }
+  bool put(uint64_t, uint32_t, const unsigned char*) override {
+    ++copies;
+    return true;
+  }
+  bool put_buffer(uint64_t hash, uint32_t, std::unique_ptr<unsigned char[]>& record) override {
+    hashes.push_back(hash);
+    taken.push_back(std::move(record));
+    record.reset(new unsigned char[layout_.record_bytes()]);
+    return true;
+  }
+  size_t load(const uint64_t*, size_t, unsigned char* const*) override { return 0; }
+  void reject(uint64_t, RecordCheck) override {}
+  void flush() override {}
+  StoreStats stats() const override { return {}; }
+
+  std::vector<uint64_t> hashes;
+  std::vector<std::unique_ptr<unsigned char[]>> taken;
+  int copies = 0;
+
+ private:
+  const RecordLayout layout_ = kvc::layout();
+};
+
+// The first store of the chain is handed the sealed record's buffer itself
+// (no copy); the others get copies of the same bytes.
+TEST(RecordWriter, TheFirstStoreTakesTheRecordsBufferTheOthersCopy) {
+  Taker first;
+  Recorder second;
+  ThreadedRecordWriter w(layout(), {kPayload}, {&first, &second}, 8, kSeed);
+  Jobs jobs(3);
+  EXPECT_EQ(w.submit(jobs.writes.data(), 3), 3u);
+  w.flush();
+  ASSERT_EQ(first.taken.size(), 3u);
+  EXPECT_EQ(first.copies, 0);
+  EXPECT_EQ(first.hashes, second.hashes);
+  const RecordLayout l = layout();
+  for (size_t i = 0; i < 3; ++i) {
+    const unsigned char* r = first.taken[i].get();
+    EXPECT_EQ(r[l.header_bytes()], static_cast<unsigned char>(i));  // its own payload
+    EXPECT_EQ(second.first_bytes[i], static_cast<unsigned char>(i));
+    RecordKey k;
+    k.lookup_hash = root_hash(jobs.tokens[i]);
+    k.digest = block_chain_digest(ChainDigest{}, ChainDigest{}, ChainDigest{},
+                                  jobs.tokens[i].data(), kT);
+    k.tokens = jobs.tokens[i].data();
+    EXPECT_EQ(check_record(l, k, r, l.record_bytes()), RecordCheck::kOk);
+  }
+  EXPECT_NE(first.taken[0].get(), first.taken[1].get());
+  EXPECT_EQ(w.accepted(0), 3u);
+  EXPECT_EQ(w.accepted(1), 3u);
+}
+
 TEST(RecordWriter, ASlotIsFreeOnlyOnceItsJobWasTakenBack) {
   Recorder store;
   ThreadedRecordWriter w(layout(), {kPayload}, {&store}, 4, kSeed);
