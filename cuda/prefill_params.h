@@ -55,6 +55,12 @@ struct PrefillParams {
   KernelErrorRecord* err;
   uint32_t layer;
   PrefillSeq seqs[kMaxSeqs];
+  // Tensor maps (CUtensorMap, opaque here) over the K and V pools for the
+  // Hopper TMA kernel (prefill_tma_kernel.cuh; prefill_tma_map.h encodes
+  // them); unused by the other kernels.
+  alignas(64) unsigned char tmap_k[128];
+  alignas(64) unsigned char tmap_v[128];
 };
+static_assert(sizeof(PrefillParams) <= 4096, "kernel parameters are limited to 4 KB");
 
 }  // namespace kvc

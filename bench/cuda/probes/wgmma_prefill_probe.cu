@@ -16,7 +16,8 @@
 #include <vector>
 
 #include "cuda/prefill_kernel.cuh"
-#include "cuda/prefill_wgmma_kernel.cuh"
+#include "cuda/prefill_tma_kernel.cuh"
+#include "cuda/prefill_tma_map.h"
 
 using namespace kvc;
 
@@ -77,9 +78,11 @@ int main(int argc, char** argv) {
   Kern ref_nc = make_kern(prefill_kernel<bf16_t, bf16_t, D, 4, 1, false, true>, Smem<bf16_t, bf16_t, D>::kBytes, 128);
   Kern ref_c = make_kern(prefill_kernel<bf16_t, bf16_t, D, 4, 1, true, true>, Smem<bf16_t, bf16_t, D>::kBytes, 128);
   Kern w2 = make_kern(prefill_wgmma_kernel<bf16_t, D, false, 2>, WgSmem<D, 2>::kBytes, kWgThreads);
-  Kern w3 = make_kern(prefill_wgmma_kernel<bf16_t, D, false, 3>, WgSmem<D, 3>::kBytes, kWgThreads);
   Kern w2c = make_kern(prefill_wgmma_kernel<bf16_t, D, true, 2>, WgSmem<D, 2>::kBytes, kWgThreads);
-  printf("sms %d; blocks/SM: ref %d, wgmma2 %d, wgmma3 %d\n", sms, ref_nc.blocks_per_sm, w2.blocks_per_sm, w3.blocks_per_sm);
+  Kern t4 = make_kern(prefill_tma_kernel<bf16_t, D, false, 4>, TmaSmem<D, 4>::kBytes, kTmaThreads);
+  Kern t4c = make_kern(prefill_tma_kernel<bf16_t, D, true, 4>, TmaSmem<D, 4>::kBytes, kTmaThreads);
+  Kern t6 = make_kern(prefill_tma_kernel<bf16_t, D, false, 6>, TmaSmem<D, 6>::kBytes, kTmaThreads);
+  printf("sms %d; blocks/SM: ref %d, wgmma2 %d, tma4 %d, tma6 %d\n", sms, ref_nc.blocks_per_sm, w2.blocks_per_sm, t4.blocks_per_sm, t6.blocks_per_sm);
   KernelErrorRecord* err;
   CK(cudaMalloc(&err, sizeof(KernelErrorRecord)));
   CK(cudaMemset(err, 0, sizeof(KernelErrorRecord)));
@@ -192,6 +195,7 @@ int main(int argc, char** argv) {
     }
     p.v_scale = 1.0f;
     p.err = err;
+    if (!prefill_tma_encode(p, D, KVH)) { printf("tensor map encode failed\n"); return 1; }
     uint32_t tiles = 0;
     uint64_t max_range = 0;
     const uint64_t tile_tokens = (BM + c.group - 1) / c.group;
@@ -238,8 +242,9 @@ int main(int argc, char** argv) {
       return pp.num_splits;
     };
     const Kern& ref = c.cap > 0 ? ref_c : ref_nc;
-    std::vector<std::pair<const char*, const Kern*>> news = {{"wgmma2", c.cap > 0 ? &w2c : &w2}};
-    if (c.cap == 0) news.push_back({"wgmma3", &w3});
+    std::vector<std::pair<const char*, const Kern*>> news = {{"wgmma2", c.cap > 0 ? &w2c : &w2},
+                                                              {"tma4", c.cap > 0 ? &t4c : &t4}};
+    if (c.cap == 0) news.push_back({"tma6", &t6});
     launch(ref, p, dout_ref, dlse_ref, 0);
     CK(cudaDeviceSynchronize());
     std::vector<uint16_t> o_ref(hq.size()), o_new(hq.size());
@@ -288,8 +293,7 @@ int main(int argc, char** argv) {
         std::sort(ts.begin(), ts.end());
         return double(ts[3]);
       };
-      const double tr = time_k(ref, dout_ref, dlse_ref);
-      printf("    time: ref %.1f us %.0f TF", tr, flops / tr * 1e-6);
+      printf("    time:");
       for (auto& nk : news) {
         const double tn = time_k(*nk.second, dout_new, dlse_new);
         printf(" | %s %.1f us %.0f TF", nk.first, tn, flops / tn * 1e-6);
