@@ -62,11 +62,14 @@ template <int N>
 __device__ __forceinline__ void named_barrier_sync(int id) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(N) : "memory");
 }
+__device__ __forceinline__ void named_barrier_arrive_256(int id) {
+  asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory");
+}
 __device__ __forceinline__ void named_barrier_sync_n(int id, int n) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
 }
 
-template <class Q, int D, bool CAP, int STAGES>
+template <class Q, int D, bool CAP, int STAGES, bool PP = false>
 __global__ void __launch_bounds__(kTmaThreads, 1)
     prefill_tma_kernel(const __grid_constant__ PrefillParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -336,11 +339,29 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
       }
     };
 
+    // Ping-pong (PP, both consumer warpgroups active): the warpgroups take
+    // turns issuing their GEMMs (named barriers 3 and 4), so that one's
+    // softmax runs while the other's GEMMs occupy the tensor cores. Each
+    // issue point waits for its turn and hands the turn over; the second
+    // warpgroup lets the first go at the start and skips its last hand-over.
+    const bool pp = PP && n_active == 2;
+    int issues_left = n_tiles + 1;
+    auto turn_wait = [&] {
+      if (pp) named_barrier_sync<256>(3 + cw);
+    };
+    auto turn_pass = [&] {
+      --issues_left;
+      if (pp && !(cw == 1 && issues_left == 0)) named_barrier_arrive_256(3 + (1 - cw));
+    };
+    if (pp && cw == 1) named_barrier_arrive_256(3);
+
     float s[BN / 2];
     uint32_t pa[BN / 16][4];
     float corr[2];
     acquire(0);
+    turn_wait();
     issue_s(s, 0);
+    turn_pass();
     wgmma_wait<0>();
     wgmma_fence_regs<BN / 2>(s);
     if (needs_mask(0)) softmax(s, 0, std::true_type{}, corr);
@@ -348,8 +369,10 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
     pack(s, pa);
     for (int j = 1; j < n_tiles; ++j) {
       acquire(j);
+      turn_wait();
       issue_s(s, j);
       issue_pv(pa, j - 1);
+      turn_pass();
       wgmma_wait<1>();  // S of tile j
       wgmma_fence_regs<BN / 2>(s);
       const bool grew = needs_mask(j) ? softmax(s, j, std::true_type{}, corr)
@@ -360,7 +383,9 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
       if (grew) rescale(corr);
       pack(s, pa);
     }
+    turn_wait();
     issue_pv(pa, n_tiles - 1);
+    turn_pass();
     wgmma_wait<0>();
     wgmma_fence_regs<NO>(o);
     release(n_tiles - 1);

@@ -67,9 +67,15 @@ Kern make_kern(F f, size_t smem, int threads) {
   return k;
 }
 
-constexpr int D = 128;
+#ifndef PROBE_D
+#define PROBE_D 128
+#endif
+#ifndef PROBE_TPB
+#define PROBE_TPB 16
+#endif
+constexpr int D = PROBE_D;
 constexpr int H = 32;
-constexpr int TPB = 16;
+constexpr int TPB = PROBE_TPB;
 
 int main(int argc, char** argv) {
   int sms = 0;
@@ -82,6 +88,8 @@ int main(int argc, char** argv) {
   Kern t4 = make_kern(prefill_tma_kernel<bf16_t, D, false, 4>, TmaSmem<D, 4>::kBytes, kTmaThreads);
   Kern t4c = make_kern(prefill_tma_kernel<bf16_t, D, true, 4>, TmaSmem<D, 4>::kBytes, kTmaThreads);
   Kern t6 = make_kern(prefill_tma_kernel<bf16_t, D, false, 6>, TmaSmem<D, 6>::kBytes, kTmaThreads);
+  Kern p4 = make_kern(prefill_tma_kernel<bf16_t, D, false, 4, true>, TmaSmem<D, 4>::kBytes, kTmaThreads);
+  Kern p4c = make_kern(prefill_tma_kernel<bf16_t, D, true, 4, true>, TmaSmem<D, 4>::kBytes, kTmaThreads);
   printf("sms %d; blocks/SM: ref %d, wgmma2 %d, tma4 %d, tma6 %d\n", sms, ref_nc.blocks_per_sm, w2.blocks_per_sm, t4.blocks_per_sm, t6.blocks_per_sm);
   KernelErrorRecord* err;
   CK(cudaMalloc(&err, sizeof(KernelErrorRecord)));
@@ -181,7 +189,7 @@ int main(int argc, char** argv) {
     p.indptr = c.csr ? dindptr : nullptr;
     p.table_stride = max_blocks;
     p.num_blocks = pool_blocks;
-    p.block_shift = 4;
+    p.block_shift = __builtin_ctz(TPB);
     p.q_heads = H;
     p.kv_heads = KVH;
     p.group = c.group;
@@ -244,6 +252,7 @@ int main(int argc, char** argv) {
     const Kern& ref = c.cap > 0 ? ref_c : ref_nc;
     std::vector<std::pair<const char*, const Kern*>> news = {{"wgmma2", c.cap > 0 ? &w2c : &w2},
                                                               {"tma4", c.cap > 0 ? &t4c : &t4}};
+    news.push_back({"pp4", c.cap > 0 ? &p4c : &p4});
     if (c.cap == 0) news.push_back({"tma6", &t6});
     launch(ref, p, dout_ref, dlse_ref, 0);
     CK(cudaDeviceSynchronize());
