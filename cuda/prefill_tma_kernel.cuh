@@ -38,8 +38,8 @@ namespace {
 
 constexpr int kTmaThreads = 384;  // a producer and two consumer warpgroups
 
-template <int D, int STAGES> struct TmaSmem {
-  static constexpr int kTile = kWgBN * D * 2;  // one K or V stage
+template <int D, int STAGES, int BN = kWgBN> struct TmaSmem {
+  static constexpr int kTile = BN * D * 2;  // one K or V stage
   static constexpr int kQ = 0;
   static constexpr int kK = kWgBM * D * 2;
   static constexpr int kV = kK + STAGES * kTile;
@@ -69,12 +69,13 @@ __device__ __forceinline__ void named_barrier_sync_n(int id, int n) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
 }
 
-template <class Q, int D, bool CAP, int STAGES, bool PP = false>
+template <class Q, int D, bool CAP, int STAGES, bool PP = false, int BN = kWgBN>
 __global__ void __launch_bounds__(kTmaThreads, 1)
     prefill_tma_kernel(const __grid_constant__ PrefillParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using S = TmaSmem<D, STAGES>;
-  constexpr int BM = kWgBM, BN = kWgBN;
+  using S = TmaSmem<D, STAGES, BN>;
+  constexpr int BM = kWgBM;
+  static_assert(BN == 64 || BN == 128, "K/V tiles of 64 or 128 tokens");
   constexpr int NO = D / 2;  // O accumulators per thread
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
@@ -132,7 +133,7 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
   const int hi = pos_max + 1;
   int lo_s = lo, hi_s = hi;
   if (p.num_splits > 1) {
-    const int base = (lo / BN) * BN + int(split * p.split_tokens);
+    const int base = (lo / kWgBN) * kWgBN + int(split * p.split_tokens);  // the planner's unit
     lo_s = max(lo, base);
     hi_s = min(hi, base + int(p.split_tokens));
   }
@@ -230,7 +231,8 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
     const float mult = CAP ? 1.0f : p.score_scale;
     auto needs_mask = [&](int j) {
       const int n0 = n_first + j * BN;
-      return n0 + BN - 1 > pos_min || (window != 0 && n0 < pos_max + 1 - window);
+      return n0 < lo_s || n0 + BN > hi_s || n0 + BN - 1 > pos_min ||
+             (window != 0 && n0 < pos_max + 1 - window);
     };
     // Waits for tile j; zeroes the V rows of an edge tile outside [lo_s, hi_s).
     auto acquire = [&](int j) {
@@ -290,7 +292,10 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
         for (int i = 0; i < BN / 2; ++i) {
           const int t = n0 + (i >> 2) * 8 + (lane & 3) * 2 + (i & 1);
           const int pr = pos_row[(i >> 1) & 1];
-          if (t > pr || (window != 0 && t + window <= pr)) s[i] = -INFINITY;
+          // Tokens outside the piece's range (a tile of 128 may start before a
+          // split's first token) and the causal / window masks.
+          if (t > pr || (window != 0 && t + window <= pr) || uint32_t(t - lo_s) >= uint32_t(hi_s - lo_s))
+            s[i] = -INFINITY;
         }
       }
       bool grew = false;

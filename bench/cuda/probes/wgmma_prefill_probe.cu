@@ -87,10 +87,13 @@ int main(int argc, char** argv) {
   Kern w2c = make_kern(prefill_wgmma_kernel<bf16_t, D, true, 2>, WgSmem<D, 2>::kBytes, kWgThreads);
   Kern t4 = make_kern(prefill_tma_kernel<bf16_t, D, false, 4>, TmaSmem<D, 4>::kBytes, kTmaThreads);
   Kern t4c = make_kern(prefill_tma_kernel<bf16_t, D, true, 4>, TmaSmem<D, 4>::kBytes, kTmaThreads);
-  Kern t6 = make_kern(prefill_tma_kernel<bf16_t, D, false, 6>, TmaSmem<D, 6>::kBytes, kTmaThreads);
+  Kern b2 = make_kern(prefill_tma_kernel<bf16_t, D, false, 2, false, 128>, TmaSmem<D, 2, 128>::kBytes, kTmaThreads);
+  Kern b3 = make_kern(prefill_tma_kernel<bf16_t, D, false, 3, false, 128>, TmaSmem<D, 3, 128>::kBytes, kTmaThreads);
+  Kern b3p = make_kern(prefill_tma_kernel<bf16_t, D, false, 3, true, 128>, TmaSmem<D, 3, 128>::kBytes, kTmaThreads);
+  Kern b3pc = make_kern(prefill_tma_kernel<bf16_t, D, true, 3, true, 128>, TmaSmem<D, 3, 128>::kBytes, kTmaThreads);
   Kern p4 = make_kern(prefill_tma_kernel<bf16_t, D, false, 4, true>, TmaSmem<D, 4>::kBytes, kTmaThreads);
   Kern p4c = make_kern(prefill_tma_kernel<bf16_t, D, true, 4, true>, TmaSmem<D, 4>::kBytes, kTmaThreads);
-  printf("sms %d; blocks/SM: ref %d, wgmma2 %d, tma4 %d, tma6 %d\n", sms, ref_nc.blocks_per_sm, w2.blocks_per_sm, t4.blocks_per_sm, t6.blocks_per_sm);
+  printf("sms %d; blocks/SM: ref %d, wgmma2 %d, tma4 %d, bn128 %d\n", sms, ref_nc.blocks_per_sm, w2.blocks_per_sm, t4.blocks_per_sm, b3.blocks_per_sm);
   KernelErrorRecord* err;
   CK(cudaMalloc(&err, sizeof(KernelErrorRecord)));
   CK(cudaMemset(err, 0, sizeof(KernelErrorRecord)));
@@ -253,7 +256,9 @@ int main(int argc, char** argv) {
     std::vector<std::pair<const char*, const Kern*>> news = {{"wgmma2", c.cap > 0 ? &w2c : &w2},
                                                               {"tma4", c.cap > 0 ? &t4c : &t4}};
     news.push_back({"pp4", c.cap > 0 ? &p4c : &p4});
-    if (c.cap == 0) news.push_back({"tma6", &t6});
+    news.push_back({"bn128s3pp", c.cap > 0 ? &b3pc : &b3p});
+    if (c.cap == 0) news.push_back({"bn128s3", &b3});
+    if (c.cap == 0) news.push_back({"bn128s2", &b2});
     launch(ref, p, dout_ref, dlse_ref, 0);
     CK(cudaDeviceSynchronize());
     std::vector<uint16_t> o_ref(hq.size()), o_new(hq.size());
