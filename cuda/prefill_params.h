@@ -15,6 +15,8 @@ namespace kvc {
 inline constexpr int kMaxSeqs = 128;  // sequences per launch (they travel in the parameters)
 inline constexpr float kLog2e = 1.4426950408889634f;
 inline constexpr float kLn2 = 0.6931471805599453f;
+// The TMA kernel's box: min(block tokens, this) tokens of one block.
+inline constexpr int kTmaBoxTokens = 64;
 
 struct PrefillSeq {
   int32_t q_start;   // first query row

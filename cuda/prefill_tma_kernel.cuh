@@ -37,6 +37,7 @@ namespace kvc {
 namespace {
 
 constexpr int kTmaThreads = 384;  // a producer and two consumer warpgroups
+static_assert(kTmaBoxTokens == 64, "boxes of up to 64 tokens tile K/V tiles of 64 and 128");
 
 template <int D, int STAGES, int BN = kWgBN> struct TmaSmem {
   static constexpr int kTile = BN * D * 2;  // one K or V stage
@@ -157,7 +158,7 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
     if (warp == 0 && n_tiles > 0) {
       const int shift = int(p.block_shift);
-      const int bt = min(1 << shift, BN);  // tokens per box
+      const int bt = min(1 << shift, kTmaBoxTokens);  // tokens per box (the map's)
       const int nb = BN / bt;              // boxes per tile
       const uint32_t box_bytes = uint32_t(bt * 64 * 2);
       for (int j = 0; j < n_tiles; ++j) {

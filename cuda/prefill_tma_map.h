@@ -57,7 +57,7 @@ inline bool prefill_tma_encode(PrefillParams& p, uint32_t head_dim, uint32_t kv_
   const uint32_t block_tokens = 1u << p.block_shift;
   const cuuint64_t dims[4] = {head_dim, kv_heads, block_tokens, p.num_blocks};
   const cuuint64_t strides[3] = {p.head_stride, p.token_stride, p.block_stride};
-  const cuuint32_t box[4] = {64, 1, block_tokens < 64 ? block_tokens : 64, 1};
+  const cuuint32_t box[4] = {64, 1, block_tokens < kTmaBoxTokens ? block_tokens : kTmaBoxTokens, 1};
   const cuuint32_t estr[4] = {1, 1, 1, 1};
   static_assert(sizeof(CUtensorMap) == sizeof(p.tmap_k), "CUtensorMap is 128 bytes");
   for (int kv = 0; kv < 2; ++kv) {

@@ -164,7 +164,7 @@ TEST_F(PrefillGpu, EveryDtypeHeadDimLayout) {
 
 TEST_F(PrefillGpu, GroupSizesBlockSizesAndKvFactor1) {
   for (uint32_t group : {1u, 2u, 3u, 5u, 8u})
-    for (uint32_t T : {2u, 16u, 64u}) {
+    for (uint32_t T : {2u, 16u, 64u, 128u}) {
       Spec s;
       s.kv_heads = 2;
       s.q_heads = 2 * group;
