@@ -18,7 +18,9 @@
 #include "cuda/prefill_hopper.h"
 #include "cuda/prefill_kernel.cuh"
 #include "cuda/prefill_plan.h"
+#if defined(KVC_HAVE_SM90A)
 #include "cuda/prefill_tma_map.h"
+#endif
 
 namespace kvc {
 
