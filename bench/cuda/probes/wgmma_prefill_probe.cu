@@ -1,8 +1,10 @@
-// Standalone probe of the Hopper prefill kernel (prefill_wgmma_kernel.cuh)
-// against the mma.sync kernel (prefill_kernel.cuh, the tested one): random
-// bf16 Q/K/V, 16-token blocks in random places of a pool whose unused
-// blocks hold NaN, both kernels on the same parameters; prints the largest
-// output and LSE differences and the TFLOP/s of both (2 and 3 K/V stages).
+// Standalone probe of the Hopper prefill kernels (prefill_wgmma_kernel.cuh
+// and the TMA variants of prefill_tma_kernel.cuh) against the mma.sync
+// kernel (prefill_kernel.cuh, the tested one): random bf16 Q/K/V, blocks of
+// PROBE_TPB tokens (16 unless -DPROBE_TPB=...) in random places of a pool
+// whose unused blocks hold NaN, head dim PROBE_D (128 unless -DPROBE_D=64),
+// every kernel on the same parameters; prints the largest output and LSE
+// differences and the time of each Hopper variant.
 // Not part of the build (bench/CMakeLists.txt globs bench/cuda/*.cu only);
 // from the repository root:
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -I. \
