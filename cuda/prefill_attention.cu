@@ -18,6 +18,9 @@
 #include "cuda/prefill_hopper.h"
 #include "cuda/prefill_kernel.cuh"
 #include "cuda/prefill_plan.h"
+#if defined(KVC_HAVE_SM90A)
+#include "cuda/prefill_tma_map.h"
+#endif
 
 namespace kvc {
 
@@ -68,6 +71,7 @@ const Variant& pick_dim(uint32_t head_dim) {
       if constexpr (std::is_same_v<Q, bf16_t> && std::is_same_v<KV, bf16_t> && !CAP) {
         switch (g_config_override.load(std::memory_order_relaxed)) {
           case 2: return variant<Q, KV, 128, CAP>();  // the mma.sync default, no Hopper kernel
+          case 4: return variant<Q, KV, 128, CAP>();  // the Hopper wgmma kernel without TMA (pick_attend)
           case 1: return variant<Q, KV, 128, CAP, 4, false>();
           case 3: return variant<Q, KV, 128, CAP, 8, true>();
           default: break;
@@ -107,15 +111,23 @@ struct Attend {
   int blocks_per_sm;
 };
 
-Attend pick_attend(const PrefillWork& w, const Variant& v) {
+// Default on compute capability 9.0: the TMA kernel where the pool can be
+// addressed by tensor maps (filled into p here), else the wgmma kernel;
+// benchmark configuration 4 asks for the wgmma kernel.
+Attend pick_attend(const PrefillWork& w, const Variant& v, PrefillParams& p) {
 #if defined(KVC_HAVE_SM90A)
-  if (g_config_override.load(std::memory_order_relaxed) == 0) {
+  const int config = g_config_override.load(std::memory_order_relaxed);
+  if (config == 0 || config == 4) {
     if (const PrefillHopperVariant* h =
-            prefill_hopper_variant(w.kv.dtype, w.kv.head_dim, w.soft_cap > 0.0f))
-      return {h->attend, h->smem_bytes, h->threads, h->blocks_per_sm};
+            prefill_hopper_variant(w.kv.dtype, w.kv.head_dim, w.soft_cap > 0.0f)) {
+      if (config == 0 && h->tma.attend != nullptr && prefill_tma_encode(p, w.kv.head_dim, w.kv.kv_heads))
+        return {h->tma.attend, h->tma.smem_bytes, h->tma.threads, h->tma.blocks_per_sm};
+      return {h->wgmma.attend, h->wgmma.smem_bytes, h->wgmma.threads, h->wgmma.blocks_per_sm};
+    }
   }
 #else
   (void)w;
+  (void)p;
 #endif
   return {v.attend, v.smem_bytes, v.threads, v.blocks_per_sm};
 }
@@ -142,7 +154,6 @@ void launch_prefill_attention(const PrefillWork& w, const GpuInfo& gpu, KernelEr
                               cudaStream_t stream) {
   const LayerSlabs& kv = w.kv;
   const Variant& v = pick(w);
-  const Attend at = pick_attend(w, v);
   // Checked before anything is launched.
   if (reinterpret_cast<uintptr_t>(w.query) % 16 != 0)
     invalid_argument("query must be 16-byte aligned on a CUDA cache");
@@ -182,6 +193,7 @@ void launch_prefill_attention(const PrefillWork& w, const GpuInfo& gpu, KernelEr
   p.v_scale = fp8 ? w.v_scale : 1.0f;
   p.err = err;
   p.layer = kv.layer;
+  const Attend at = pick_attend(w, v, p);
 
   const uint64_t wave = wave_of(at, gpu);
   const uint64_t tile_tokens = (BM + G - 1) / G;  // query tokens of a full tile

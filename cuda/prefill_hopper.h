@@ -14,14 +14,23 @@
 
 namespace kvc {
 
-struct PrefillHopperVariant {
+struct PrefillHopperKernel {
   void (*attend)(PrefillParams);
   size_t smem_bytes;
   int threads;
   int blocks_per_sm;
 };
 
-// The Hopper kernel for 16-bit K/V of `dtype` (queries of the same dtype),
+// wgmma: prefill_wgmma_kernel.cuh (cp.async K/V gather, any block size);
+// tma: prefill_tma_kernel.cuh (TMA-fed K/V, warp-specialized), for pools
+// prefill_tma_map.h can address (tokens per block >= 8), with the tensor
+// maps in the parameters.
+struct PrefillHopperVariant {
+  PrefillHopperKernel wgmma;
+  PrefillHopperKernel tma;
+};
+
+// The Hopper kernels for 16-bit K/V of `dtype` (queries of the same dtype),
 // head dim 64 or 128, with or without a soft cap, on the current device;
 // NULL when the device is not compute capability 9.0 or the combination has
 // no Hopper kernel (fp8 K/V, head dim 256). Thread safe.

@@ -15,6 +15,8 @@ namespace kvc {
 inline constexpr int kMaxSeqs = 128;  // sequences per launch (they travel in the parameters)
 inline constexpr float kLog2e = 1.4426950408889634f;
 inline constexpr float kLn2 = 0.6931471805599453f;
+// The TMA kernel's box: min(block tokens, this) tokens of one block.
+inline constexpr int kTmaBoxTokens = 64;
 
 struct PrefillSeq {
   int32_t q_start;   // first query row
@@ -55,6 +57,12 @@ struct PrefillParams {
   KernelErrorRecord* err;
   uint32_t layer;
   PrefillSeq seqs[kMaxSeqs];
+  // Tensor maps (CUtensorMap, opaque here) over the K and V pools for the
+  // Hopper TMA kernel (prefill_tma_kernel.cuh; prefill_tma_map.h encodes
+  // them); unused by the other kernels.
+  alignas(64) unsigned char tmap_k[128];
+  alignas(64) unsigned char tmap_v[128];
 };
+static_assert(sizeof(PrefillParams) <= 4096, "kernel parameters are limited to 4 KB");
 
 }  // namespace kvc

@@ -35,14 +35,18 @@ PrefillSplit plan_prefill_split(uint64_t base_ctas, uint64_t wave, uint64_t max_
 uint64_t prefill_workspace_bound(uint64_t total_q, uint32_t q_heads, uint32_t head_dim,
                                  uint64_t max_kv_len, uint64_t wave);
 
-// Benchmarks only: the kernel configuration. 0 (the default): the Hopper
-// wgmma kernel on a compute capability 9.0 device for f16 / bf16 K/V of
-// head dim 64 or 128 (prefill_hopper.h), else the mma.sync kernel with 4
-// warps of 32 rows, masked and lean tile loops. Any other value turns the
-// Hopper kernel off, and for bf16 head dim 128 without a soft cap picks the
-// mma.sync configuration: 1 = 4 warps of 32 rows, one tile loop testing the
-// masks' need per tile; 2 = the mma.sync default; 3 = 8 warps of 16 rows. The workspace size covers every one. Not
-// thread safe; not in the C API.
+// Benchmarks only: the kernel configuration. 0 (the default): on a compute
+// capability 9.0 device for f16 / bf16 K/V of head dim 64 or 128
+// (prefill_hopper.h) the Hopper TMA kernel (prefill_tma_kernel.cuh) where
+// the pool has 8 or more tokens per block, else the Hopper wgmma kernel
+// (prefill_wgmma_kernel.cuh); on other devices and combinations the
+// mma.sync kernel with 4 warps of 32 rows, masked and lean tile loops.
+// 4 = the Hopper wgmma kernel wherever a Hopper kernel runs (no TMA). Any
+// other value turns the Hopper kernels off, and for bf16 head dim 128
+// without a soft cap picks the mma.sync configuration: 1 = 4 warps of 32
+// rows, one tile loop testing the masks' need per tile; 2 = the mma.sync
+// default; 3 = 8 warps of 16 rows. The workspace size covers every one.
+// Not thread safe; not in the C API.
 void set_prefill_config_override(int config);
 
 }  // namespace kvc

@@ -1,6 +1,6 @@
 // The Hopper prefill attention variants (prefill_hopper.h): instantiates
-// prefill_wgmma_kernel.cuh for f16 / bf16, head dim 64 / 128, with and
-// without a soft cap. Compiled for sm_90a only (wgmma); the launch code in
+// prefill_wgmma_kernel.cuh and prefill_tma_kernel.cuh for f16 / bf16, head
+// dim 64 / 128, with and without a soft cap. Compiled for sm_90a only (wgmma); the launch code in
 // prefill_attention.cu asks for a variant and falls back to the mma.sync
 // kernel when this returns NULL.
 #include <cuda_runtime.h>
@@ -9,7 +9,7 @@
 
 #include "cuda/cuda_check.h"
 #include "cuda/prefill_hopper.h"
-#include "cuda/prefill_wgmma_kernel.cuh"
+#include "cuda/prefill_tma_kernel.cuh"
 
 namespace kvc {
 
@@ -17,6 +17,23 @@ namespace {
 
 constexpr int kMaxDevices = 64;
 constexpr int kStages = 2;  // K/V stages: 2 leave room for two thread blocks per SM
+// The TMA kernel: K/V tiles of 128 tokens, 3 stages (224 KB of shared memory
+// at head dim 128, one thread block per SM), ping-pong consumers: the
+// fastest of the probe's variants on every row (bench/results/
+// 2026-11-28-prefill-h200-r2.md).
+constexpr int kTmaStages = 3;
+constexpr int kTmaBN = 128;
+
+template <class F>
+void setup(PrefillHopperKernel& k, F f, size_t smem, int threads) {
+  k.attend = f;
+  k.smem_bytes = smem;
+  k.threads = threads;
+  cuda_check(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
+             "cudaFuncSetAttribute");
+  cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&k.blocks_per_sm, f, threads, smem),
+             "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+}
 
 template <class Q, int D, bool CAP>
 const PrefillHopperVariant* variant() {
@@ -35,16 +52,12 @@ const PrefillHopperVariant* variant() {
     // sm_90a code runs on compute capability 9.0 only.
     if (major != 9 || minor != 0) return;
     PrefillHopperVariant& r = per_device[device];
-    r.attend = prefill_wgmma_kernel<Q, D, CAP, kStages>;
-    r.smem_bytes = size_t(WgSmem<D, kStages>::kBytes);
-    r.threads = kWgThreads;
-    cuda_check(cudaFuncSetAttribute(r.attend, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    int(r.smem_bytes)),
-               "cudaFuncSetAttribute");
-    cuda_check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&r.blocks_per_sm, r.attend, r.threads,
-                                                             r.smem_bytes),
-               "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-    if (r.blocks_per_sm < 1) return;
+    setup(r.wgmma, prefill_wgmma_kernel<Q, D, CAP, kStages>, size_t(WgSmem<D, kStages>::kBytes),
+          kWgThreads);
+    if (r.wgmma.blocks_per_sm < 1) return;
+    setup(r.tma, prefill_tma_kernel<Q, D, CAP, kTmaStages, true, kTmaBN>,
+          size_t(TmaSmem<D, kTmaStages, kTmaBN>::kBytes), kTmaThreads);
+    if (r.tma.blocks_per_sm < 1) r.tma.attend = nullptr;  // the wgmma kernel then runs alone
     usable[device] = true;
   });
   return usable[device] ? &per_device[device] : nullptr;

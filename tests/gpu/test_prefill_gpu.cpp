@@ -164,7 +164,7 @@ TEST_F(PrefillGpu, EveryDtypeHeadDimLayout) {
 
 TEST_F(PrefillGpu, GroupSizesBlockSizesAndKvFactor1) {
   for (uint32_t group : {1u, 2u, 3u, 5u, 8u})
-    for (uint32_t T : {2u, 16u, 64u}) {
+    for (uint32_t T : {2u, 16u, 64u, 128u}) {
       Spec s;
       s.kv_heads = 2;
       s.q_heads = 2 * group;
@@ -275,8 +275,9 @@ TEST_F(PrefillGpu, HopperKernelRaggedPrefixesGroupsDims) {
 TEST_F(PrefillGpu, EveryThreadBlockConfiguration) {
   // The benchmark-only configurations of bf16 head dim 128 compute the
   // same function as the default (2: the mma.sync kernel where the default
-  // is the Hopper one).
-  for (int config : {1, 2, 3}) {
+  // is a Hopper one; 4: the Hopper wgmma kernel where the default is the
+  // Hopper TMA kernel).
+  for (int config : {1, 2, 3, 4}) {
     SCOPED_TRACE("config " + std::to_string(config));
     kvc::set_prefill_config_override(config);
     Spec s;

@@ -1,8 +1,10 @@
-// Standalone probe of the Hopper prefill kernel (prefill_wgmma_kernel.cuh)
-// against the mma.sync kernel (prefill_kernel.cuh, the tested one): random
-// bf16 Q/K/V, 16-token blocks in random places of a pool whose unused
-// blocks hold NaN, both kernels on the same parameters; prints the largest
-// output and LSE differences and the TFLOP/s of both (2 and 3 K/V stages).
+// Standalone probe of the Hopper prefill kernels (prefill_wgmma_kernel.cuh
+// and the TMA variants of prefill_tma_kernel.cuh) against the mma.sync
+// kernel (prefill_kernel.cuh, the tested one): random bf16 Q/K/V, blocks of
+// PROBE_TPB tokens (16 unless -DPROBE_TPB=...) in random places of a pool
+// whose unused blocks hold NaN, head dim PROBE_D (128 unless -DPROBE_D=64),
+// every kernel on the same parameters; prints the largest output and LSE
+// differences and the time of each Hopper variant.
 // Not part of the build (bench/CMakeLists.txt globs bench/cuda/*.cu only);
 // from the repository root:
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -I. \
@@ -16,7 +18,8 @@
 #include <vector>
 
 #include "cuda/prefill_kernel.cuh"
-#include "cuda/prefill_wgmma_kernel.cuh"
+#include "cuda/prefill_tma_kernel.cuh"
+#include "cuda/prefill_tma_map.h"
 
 using namespace kvc;
 
@@ -66,9 +69,15 @@ Kern make_kern(F f, size_t smem, int threads) {
   return k;
 }
 
-constexpr int D = 128;
+#ifndef PROBE_D
+#define PROBE_D 128
+#endif
+#ifndef PROBE_TPB
+#define PROBE_TPB 16
+#endif
+constexpr int D = PROBE_D;
 constexpr int H = 32;
-constexpr int TPB = 16;
+constexpr int TPB = PROBE_TPB;
 
 int main(int argc, char** argv) {
   int sms = 0;
@@ -77,9 +86,16 @@ int main(int argc, char** argv) {
   Kern ref_nc = make_kern(prefill_kernel<bf16_t, bf16_t, D, 4, 1, false, true>, Smem<bf16_t, bf16_t, D>::kBytes, 128);
   Kern ref_c = make_kern(prefill_kernel<bf16_t, bf16_t, D, 4, 1, true, true>, Smem<bf16_t, bf16_t, D>::kBytes, 128);
   Kern w2 = make_kern(prefill_wgmma_kernel<bf16_t, D, false, 2>, WgSmem<D, 2>::kBytes, kWgThreads);
-  Kern w3 = make_kern(prefill_wgmma_kernel<bf16_t, D, false, 3>, WgSmem<D, 3>::kBytes, kWgThreads);
   Kern w2c = make_kern(prefill_wgmma_kernel<bf16_t, D, true, 2>, WgSmem<D, 2>::kBytes, kWgThreads);
-  printf("sms %d; blocks/SM: ref %d, wgmma2 %d, wgmma3 %d\n", sms, ref_nc.blocks_per_sm, w2.blocks_per_sm, w3.blocks_per_sm);
+  Kern t4 = make_kern(prefill_tma_kernel<bf16_t, D, false, 4>, TmaSmem<D, 4>::kBytes, kTmaThreads);
+  Kern t4c = make_kern(prefill_tma_kernel<bf16_t, D, true, 4>, TmaSmem<D, 4>::kBytes, kTmaThreads);
+  Kern b2 = make_kern(prefill_tma_kernel<bf16_t, D, false, 2, false, 128>, TmaSmem<D, 2, 128>::kBytes, kTmaThreads);
+  Kern b3 = make_kern(prefill_tma_kernel<bf16_t, D, false, 3, false, 128>, TmaSmem<D, 3, 128>::kBytes, kTmaThreads);
+  Kern b3p = make_kern(prefill_tma_kernel<bf16_t, D, false, 3, true, 128>, TmaSmem<D, 3, 128>::kBytes, kTmaThreads);
+  Kern b3pc = make_kern(prefill_tma_kernel<bf16_t, D, true, 3, true, 128>, TmaSmem<D, 3, 128>::kBytes, kTmaThreads);
+  Kern p4 = make_kern(prefill_tma_kernel<bf16_t, D, false, 4, true>, TmaSmem<D, 4>::kBytes, kTmaThreads);
+  Kern p4c = make_kern(prefill_tma_kernel<bf16_t, D, true, 4, true>, TmaSmem<D, 4>::kBytes, kTmaThreads);
+  printf("sms %d; blocks/SM: ref %d, wgmma2 %d, tma4 %d, bn128 %d\n", sms, ref_nc.blocks_per_sm, w2.blocks_per_sm, t4.blocks_per_sm, b3.blocks_per_sm);
   KernelErrorRecord* err;
   CK(cudaMalloc(&err, sizeof(KernelErrorRecord)));
   CK(cudaMemset(err, 0, sizeof(KernelErrorRecord)));
@@ -178,7 +194,7 @@ int main(int argc, char** argv) {
     p.indptr = c.csr ? dindptr : nullptr;
     p.table_stride = max_blocks;
     p.num_blocks = pool_blocks;
-    p.block_shift = 4;
+    p.block_shift = __builtin_ctz(TPB);
     p.q_heads = H;
     p.kv_heads = KVH;
     p.group = c.group;
@@ -192,6 +208,7 @@ int main(int argc, char** argv) {
     }
     p.v_scale = 1.0f;
     p.err = err;
+    if (!prefill_tma_encode(p, D, KVH)) { printf("tensor map encode failed\n"); return 1; }
     uint32_t tiles = 0;
     uint64_t max_range = 0;
     const uint64_t tile_tokens = (BM + c.group - 1) / c.group;
@@ -238,8 +255,12 @@ int main(int argc, char** argv) {
       return pp.num_splits;
     };
     const Kern& ref = c.cap > 0 ? ref_c : ref_nc;
-    std::vector<std::pair<const char*, const Kern*>> news = {{"wgmma2", c.cap > 0 ? &w2c : &w2}};
-    if (c.cap == 0) news.push_back({"wgmma3", &w3});
+    std::vector<std::pair<const char*, const Kern*>> news = {{"wgmma2", c.cap > 0 ? &w2c : &w2},
+                                                              {"tma4", c.cap > 0 ? &t4c : &t4}};
+    news.push_back({"pp4", c.cap > 0 ? &p4c : &p4});
+    news.push_back({"bn128s3pp", c.cap > 0 ? &b3pc : &b3p});
+    if (c.cap == 0) news.push_back({"bn128s3", &b3});
+    if (c.cap == 0) news.push_back({"bn128s2", &b2});
     launch(ref, p, dout_ref, dlse_ref, 0);
     CK(cudaDeviceSynchronize());
     std::vector<uint16_t> o_ref(hq.size()), o_new(hq.size());
@@ -288,8 +309,7 @@ int main(int argc, char** argv) {
         std::sort(ts.begin(), ts.end());
         return double(ts[3]);
       };
-      const double tr = time_k(ref, dout_ref, dlse_ref);
-      printf("    time: ref %.1f us %.0f TF", tr, flops / tr * 1e-6);
+      printf("    time:");
       for (auto& nk : news) {
         const double tn = time_k(*nk.second, dout_new, dlse_new);
         printf(" | %s %.1f us %.0f TF", nk.first, tn, flops / tn * 1e-6);
