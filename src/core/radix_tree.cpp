@@ -111,19 +111,23 @@ void RadixTree::table_erase(BigArray<uint64_t>& table, uint32_t tag, uint32_t no
 
 uint32_t RadixTree::find(uint32_t parent, uint32_t scope, const int32_t* tokens,
                          uint32_t num_tokens, const std::string& extra, uint64_t hash) const {
+  // The full key decides (a dead record's parent is kNoNode: never a match).
+  auto is_key = [&](uint32_t n) {
+    const uint32_t* r = record(n);
+    return r[head_at_ + kParent] == parent && r[head_at_ + kScope] == scope &&
+           r[head_at_ + kNumTokens] == num_tokens &&
+           std::memcmp(this->tokens(n), tokens, size_t(num_tokens) * sizeof(int32_t)) == 0 &&
+           (r[head_at_ + kHasExtra] != 0 ? nodes_[n].extra == extra : extra.empty());
+  };
+  // The chain successor, in no table.
+  if (parent != kRoot && parent + 1 < id_bound() && is_key(parent + 1)) return parent + 1;
   const uint32_t tag = tag_of(hash);
   for (uint64_t i = home(tag);; i = next_slot(i)) {
     const uint64_t e = buckets_[i];
     if (e == kEmpty) return kNoNode;
     if (uint32_t(e >> 32) != tag) continue;
     // The hash picks the slot; the full key decides.
-    const uint32_t n = uint32_t(e);
-    const uint32_t* r = record(n);
-    if (r[head_at_ + kParent] == parent && r[head_at_ + kScope] == scope &&
-        r[head_at_ + kNumTokens] == num_tokens &&
-        std::memcmp(this->tokens(n), tokens, size_t(num_tokens) * sizeof(int32_t)) == 0 &&
-        (r[head_at_ + kHasExtra] != 0 ? nodes_[n].extra == extra : extra.empty()))
-      return n;
+    if (is_key(uint32_t(e))) return uint32_t(e);
   }
 }
 
@@ -269,6 +273,10 @@ void RadixTree::match_full_blocks(uint32_t parent, uint64_t parent_hash, const K
             }
           }
         }
+        // Not in the table: the chain successor, if it is the block.
+        if (found == kNoNode && prev != kRoot && prev + 1 < bound &&
+            is_block(sixteen, prev + 1, want))
+          found = prev + 1;
         if (found == kNoNode) return false;
         found_at[b++] = found;
         prev = found;
@@ -306,7 +314,8 @@ uint32_t RadixTree::insert(const BlockKey& key, const uint32_t* blocks) {
   t.scope = key.scope;
   t.num_tokens = key.num_tokens;
   t.num_children = 0;
-  t.first_tag = first_tag_of(parent, key.scope, key.tokens[0]);
+  const bool in_tables = tabled(id, parent);
+  t.first_tag = in_tables ? first_tag_of(parent, key.scope, key.tokens[0]) : 0;
   t.priority = TreeNode{}.priority;
   t.live = true;
   t.tier = kPrimaryTier;
@@ -332,10 +341,12 @@ uint32_t RadixTree::insert(const BlockKey& key, const uint32_t* blocks) {
     links_[parent].first_child = id;
   }
 
-  const uint32_t tag = tag_of(key.hash);
-  table_insert(buckets_, home(tag), table_mask_, (uint64_t(tag) << 32) | id);
-  table_insert(first_buckets_, home(t.first_tag), table_mask_,
-               (uint64_t(t.first_tag) << 32) | id);
+  if (in_tables) {
+    const uint32_t tag = tag_of(key.hash);
+    table_insert(buckets_, home(tag), table_mask_, (uint64_t(tag) << 32) | id);
+    table_insert(first_buckets_, home(t.first_tag), table_mask_,
+                 (uint64_t(t.first_tag) << 32) | id);
+  }
   return id;
 }
 
@@ -348,8 +359,10 @@ void RadixTree::erase(uint32_t id) {
     else links_[t.parent].first_child = l.next_sibling;
     if (l.next_sibling != kNoNode) links_[l.next_sibling].prev_sibling = l.prev_sibling;
   }
-  table_erase(buckets_, tag_of(t.hash), id);
-  table_erase(first_buckets_, t.first_tag, id);
+  if (tabled(id, t.parent)) {
+    table_erase(buckets_, tag_of(t.hash), id);
+    table_erase(first_buckets_, t.first_tag, id);
+  }
   uint32_t* r = record(id);
   std::fill(r + blocks_at_, r + blocks_at_ + num_groups_, kNoBlock);
   r[head_at_ + kParent] = kNoNode;  // a successor guess never matches a dead record
