@@ -74,7 +74,11 @@ RadixTree::RadixTree(uint32_t max_nodes, uint32_t tokens_per_block, uint32_t num
   table_mask_ = (uint64_t(1) << bits) - 1;
   table_shift_ = 32 - bits;
   free_.reserve(max_nodes);
-  for (uint32_t i = max_nodes; i > 0; --i) free_.push_back(i);
+  free_at_.assign(uint64_t(max_nodes) + 1, 0);
+  for (uint32_t i = max_nodes; i > 0; --i) {
+    free_at_[i] = uint32_t(free_.size());
+    free_.push_back(i);
+  }
   nodes_[kRoot].live = true;
 }
 
@@ -300,12 +304,28 @@ void RadixTree::match_full_blocks(uint32_t parent, uint64_t parent_hash, const K
   out.resize(first + b);
 }
 
+void RadixTree::take_free(uint32_t id) {
+  const uint32_t at = free_at_[id];
+  const uint32_t top = free_.back();
+  free_[at] = top;
+  free_at_[top] = at;
+  free_.pop_back();
+}
+
 uint32_t RadixTree::insert(const BlockKey& key, const uint32_t* blocks) {
   NodeExtra extra;
   if (!key.extra->empty()) extra.assign(std::string(*key.extra));  // the only allocation, before any change
   const uint32_t parent = key.parent;
-  const uint32_t id = free_.back();
-  free_.pop_back();
+  // The chain successor's id when it is free (a dead node), else the top
+  // of the stack.
+  uint32_t id;
+  if (parent != kRoot && uint64_t(parent) + 1 < nodes_.size() && !nodes_[parent + 1].live) {
+    id = parent + 1;
+    take_free(id);
+  } else {
+    id = free_.back();
+    free_.pop_back();
+  }
   ++size_;
   // Every field written once (a publish run writes millions of nodes).
   TreeNode& t = nodes_[id];
@@ -368,6 +388,7 @@ void RadixTree::erase(uint32_t id) {
   r[head_at_ + kParent] = kNoNode;  // a successor guess never matches a dead record
   t.extra.clear();
   t.live = false;
+  free_at_[id] = uint32_t(free_.size());
   free_.push_back(id);  // capacity reserved for every node
   --size_;
 }

@@ -9,10 +9,11 @@
 // A chain's successor is in neither table: a node whose id is its parent's
 // plus one (the parent not the root) is found by that id instead, which
 // find(), the first-token walk and match_full_blocks try before the tables.
-// A prompt published in one go takes consecutive ids (free ids are a
-// stack), so a commit of a long new prompt writes no table slot for most
-// of its nodes (two random cache lines a node fewer), and evicting it
-// erases none.
+// insert() takes id parent + 1 whenever it is free (else the free id on top
+// of the stack), so a prompt published in one go takes consecutive ids: a
+// commit of a long new prompt writes no table slot for most of its nodes
+// (two random cache lines a node fewer) and writes its nodes and records
+// in address order, and evicting it erases none.
 //
 // Layout, for speed (a lookup of a long cached prompt touches every node on
 // its path, in a structure of hundreds of MB):
@@ -210,20 +211,29 @@ class RadixTree {
   // table home. A commit of a long new prompt inserts thousands of nodes
   // whose every line is a cache miss; fetched a few inserts ahead, the
   // misses overlap instead of following one another.
-  // A chain's successor (tabled() false) has no table slot to warm.
+  // `last` is the parent of the next insert (kNoNode: unknown): when id
+  // last + 1 is free, the next inserts are guessed to take the ids that
+  // follow (last + 1 + ahead, chain successors without table slots to
+  // warm); else their ids come off the free stack and are tabled.
   KVC_ALWAYS_INLINE void prefetch_insert(uint64_t hash, uint32_t scope, int32_t first_token,
-                                         uint32_t ahead) const {
-    if (ahead == 0 || ahead >= free_.size()) {
-      __builtin_prefetch(&buckets_[home(tag_of(hash))], 1);
+                                         uint32_t ahead, uint32_t last) const {
+    if (last != kNoNode && last != kRoot && uint64_t(last) + 1 < nodes_.size() &&
+        !nodes_[last + 1].live) {
+      const uint64_t id = uint64_t(last) + 1 + ahead;
+      if (id < nodes_.size()) {
+        __builtin_prefetch(&nodes_[id], 1);
+        __builtin_prefetch(record(uint32_t(id)), 1);
+        __builtin_prefetch(record(uint32_t(id)) + 16, 1);
+      }
       return;
     }
+    __builtin_prefetch(&buckets_[home(tag_of(hash))], 1);
+    if (ahead == 0 || ahead >= free_.size()) return;
     const uint32_t id = free_[free_.size() - 1 - ahead];
     const uint32_t parent = free_[free_.size() - ahead];
     __builtin_prefetch(&nodes_[id], 1);
     __builtin_prefetch(record(id), 1);
     __builtin_prefetch(record(id) + 16, 1);
-    if (!tabled(id, parent)) return;
-    __builtin_prefetch(&buckets_[home(tag_of(hash))], 1);
     __builtin_prefetch(&first_buckets_[home(first_tag_of(parent, scope, first_token))], 1);
   }
 
@@ -237,7 +247,8 @@ class RadixTree {
   // The checker's part (radix_tree_check.cpp): every table entry names a
   // live, tabled node under its own tag, once, and every live tabled node
   // has one entry in each table; every live node is found once by the
-  // first-token walk. Throws Error(KVC_ERR_INTERNAL).
+  // first-token walk; the free stack holds each dead id once, where
+  // free_at_ says. Throws Error(KVC_ERR_INTERNAL).
   void check_tables() const;
 
  private:
@@ -278,7 +289,10 @@ class RadixTree {
     uint32_t prev_sibling = kNoNode;
   };
   std::vector<ChildLinks> links_;  // per node, with track_children
-  std::vector<uint32_t> free_;  // free node ids
+  std::vector<uint32_t> free_;      // free node ids (a stack)
+  std::vector<uint32_t> free_at_;   // per free id, its index in free_
+  // Takes free id `id` out of the stack (the top fills its place).
+  void take_free(uint32_t id);
   BigArray<uint64_t> buckets_;        // by block hash
   BigArray<uint64_t> first_buckets_;  // by (parent, scope, first token)
   FirstTokenKey first_key_;

@@ -3,7 +3,8 @@
 // successors, radix_tree.h), each once, under the tag of its own hash or
 // first-token key, reachable from its home slot without crossing an empty
 // one; a chain successor is in neither; the first-token walk finds every
-// live node exactly once.
+// live node exactly once; the free stack holds every dead id once, at the
+// index free_at_ records.
 #include <string>
 #include <vector>
 
@@ -62,6 +63,18 @@ void RadixTree::check_tables() const {
   };
   check_table(buckets_, "bucket table", false);
   check_table(first_buckets_, "first-token table", true);
+  // The free stack: every dead id once, at the index free_at_ says.
+  if (free_.size() + size_ != max_nodes())
+    broken("the free node ids (" + std::to_string(free_.size()) + ") and the live nodes (" +
+           std::to_string(size_) + ") do not add up to " + std::to_string(max_nodes()));
+  for (size_t i = 0; i < free_.size(); ++i) {
+    const uint32_t n = free_[i];
+    if (n == kRoot || n >= bound || nodes_[n].live)
+      broken("free node id " + std::to_string(n) + " is not a dead node");
+    if (free_at_[n] != i)
+      broken("free node id " + std::to_string(n) + " is at " + std::to_string(i) +
+             " of the stack but recorded at " + std::to_string(free_at_[n]));
+  }
 }
 
 }  // namespace kvc
