@@ -123,8 +123,11 @@ uint32_t RadixTree::find(uint32_t parent, uint32_t scope, const int32_t* tokens,
            std::memcmp(this->tokens(n), tokens, size_t(num_tokens) * sizeof(int32_t)) == 0 &&
            (r[head_at_ + kHasExtra] != 0 ? nodes_[n].extra == extra : extra.empty());
   };
-  // The chain successor, in no table.
-  if (parent != kRoot && parent + 1 < id_bound() && is_key(parent + 1)) return parent + 1;
+  // The chain child, in no table.
+  if (parent < id_bound()) {
+    const uint32_t c = nodes_[parent].chain_child;
+    if (c != kNoNode && is_key(c)) return c;
+  }
   const uint32_t tag = tag_of(hash);
   for (uint64_t i = home(tag);; i = next_slot(i)) {
     const uint64_t e = buckets_[i];
@@ -277,10 +280,11 @@ void RadixTree::match_full_blocks(uint32_t parent, uint64_t parent_hash, const K
             }
           }
         }
-        // Not in the table: the chain successor, if it is the block.
-        if (found == kNoNode && prev != kRoot && prev + 1 < bound &&
-            is_block(sixteen, prev + 1, want))
-          found = prev + 1;
+        // Not in the table: the chain child, if it is the block.
+        if (found == kNoNode) {
+          const uint32_t c = nodes_[prev].chain_child;
+          if (c != kNoNode && is_block(sixteen, c, want)) found = c;
+        }
         if (found == kNoNode) return false;
         found_at[b++] = found;
         prev = found;
@@ -334,8 +338,12 @@ uint32_t RadixTree::insert(const BlockKey& key, const uint32_t* blocks) {
   t.scope = key.scope;
   t.num_tokens = key.num_tokens;
   t.num_children = 0;
-  const bool in_tables = tabled(id, parent);
-  t.first_tag = in_tables ? first_tag_of(parent, key.scope, key.tokens[0]) : 0;
+  t.chain_child = kNoNode;
+  // The parent's chain child when it has none (the root has none ever).
+  TreeNode& p = nodes_[parent];
+  const bool in_tables = parent == kRoot || p.chain_child != kNoNode;
+  if (!in_tables) p.chain_child = id;
+  t.in_tables = in_tables;
   t.priority = TreeNode{}.priority;
   t.live = true;
   t.tier = kPrimaryTier;
@@ -352,7 +360,7 @@ uint32_t RadixTree::insert(const BlockKey& key, const uint32_t* blocks) {
   r[head_at_ + kNumTokens] = key.num_tokens;
   r[head_at_ + kHasExtra] = has_extra ? 1 : 0;
   std::memcpy(r + blocks_at_, blocks, size_t(num_groups_) * sizeof(uint32_t));
-  ++nodes_[parent].num_children;
+  ++p.num_children;
   if (!links_.empty()) {
     ChildLinks& l = links_[id];
     l = ChildLinks{};
@@ -364,8 +372,8 @@ uint32_t RadixTree::insert(const BlockKey& key, const uint32_t* blocks) {
   if (in_tables) {
     const uint32_t tag = tag_of(key.hash);
     table_insert(buckets_, home(tag), table_mask_, (uint64_t(tag) << 32) | id);
-    table_insert(first_buckets_, home(t.first_tag), table_mask_,
-                 (uint64_t(t.first_tag) << 32) | id);
+    const uint32_t first_tag = first_tag_of(parent, key.scope, key.tokens[0]);
+    table_insert(first_buckets_, home(first_tag), table_mask_, (uint64_t(first_tag) << 32) | id);
   }
   return id;
 }
@@ -379,10 +387,14 @@ void RadixTree::erase(uint32_t id) {
     else links_[t.parent].first_child = l.next_sibling;
     if (l.next_sibling != kNoNode) links_[l.next_sibling].prev_sibling = l.prev_sibling;
   }
-  if (tabled(id, t.parent)) {
+  if (t.in_tables) {
     table_erase(buckets_, tag_of(t.hash), id);
-    table_erase(first_buckets_, t.first_tag, id);
+    table_erase(first_buckets_, first_tag_of(t.parent, t.scope, tokens(id)[0]), id);
+  } else {
+    nodes_[t.parent].chain_child = kNoNode;
   }
+  t.chain_child = kNoNode;
+  t.in_tables = false;
   uint32_t* r = record(id);
   std::fill(r + blocks_at_, r + blocks_at_ + num_groups_, kNoBlock);
   r[head_at_ + kParent] = kNoNode;  // a successor guess never matches a dead record
