@@ -186,6 +186,8 @@ class RadixTree {
     __builtin_prefetch(&first_buckets_[f], 1);
     __builtin_prefetch(&first_buckets_[((f | 7) + 1) & table_mask_], 1);
   }
+  // Fetches the line of node `id`'s record that holds its block ids.
+  KVC_ALWAYS_INLINE void prefetch_blocks(uint32_t id) const { __builtin_prefetch(blocks_line(id), 0); }
   // Fetches node `id`'s line (a guess of a node about to be read).
   KVC_ALWAYS_INLINE void prefetch_node(uint32_t id) const { __builtin_prefetch(&nodes_[id], 1); }
   // prefetch_erase of `id` and of its next `depth` ancestors, the usual
