@@ -123,11 +123,8 @@ uint32_t RadixTree::find(uint32_t parent, uint32_t scope, const int32_t* tokens,
            std::memcmp(this->tokens(n), tokens, size_t(num_tokens) * sizeof(int32_t)) == 0 &&
            (r[head_at_ + kHasExtra] != 0 ? nodes_[n].extra == extra : extra.empty());
   };
-  // The chain child, in no table.
-  if (parent < id_bound()) {
-    const uint32_t c = nodes_[parent].chain_child;
-    if (c != kNoNode && is_key(c)) return c;
-  }
+  // The chain successor, in no table.
+  if (parent != kRoot && uint64_t(parent) + 1 < id_bound() && is_key(parent + 1)) return parent + 1;
   const uint32_t tag = tag_of(hash);
   for (uint64_t i = home(tag);; i = next_slot(i)) {
     const uint64_t e = buckets_[i];
@@ -157,10 +154,13 @@ void RadixTree::match_full_blocks(uint32_t parent, uint64_t parent_hash, const K
   // (parent, scope, tokens, no extra keys: keys are unique, so both give
   // the same node):
   // - the successor guess: a prompt published in one go took consecutive
-  //   node ids (free ids are a stack, and eviction frees a chain leaf
-  //   first, so ids come back in order), so block b's node is most often
-  //   the one after block b-1's. A wrong guess costs one record read; a
-  //   dead record never matches (erase clears its parent).
+  //   node ids where it could (insert takes parent + 1 when it is free;
+  //   free ids are a stack, and eviction frees a chain leaf first, so ids
+  //   come back in order), so block b's node is most often the one after
+  //   block b-1's. A wrong guess costs one record read; a dead record
+  //   never matches (erase clears its parent). A chain successor (node
+  //   parent + 1) is in no table: the hashed walk tries it when the table
+  //   has no match.
   // - the hashed walk, in chunks, with three tight loops a chunk apart:
   //   hash each block of the next chunk (fetching its table slot); read
   //   each slot of this one (the first entry with the block's tag is its
@@ -280,11 +280,10 @@ void RadixTree::match_full_blocks(uint32_t parent, uint64_t parent_hash, const K
             }
           }
         }
-        // Not in the table: the chain child, if it is the block.
-        if (found == kNoNode) {
-          const uint32_t c = nodes_[prev].chain_child;
-          if (c != kNoNode && is_block(sixteen, c, want)) found = c;
-        }
+        // Not in the table: the chain successor, if it is the block.
+        if (found == kNoNode && prev != kRoot && uint64_t(prev) + 1 < bound &&
+            is_block(sixteen, prev + 1, want))
+          found = prev + 1;
         if (found == kNoNode) return false;
         found_at[b++] = found;
         prev = found;
@@ -338,12 +337,8 @@ uint32_t RadixTree::insert(const BlockKey& key, const uint32_t* blocks) {
   t.scope = key.scope;
   t.num_tokens = key.num_tokens;
   t.num_children = 0;
-  t.chain_child = kNoNode;
-  // The parent's chain child when it has none (the root has none ever).
-  TreeNode& p = nodes_[parent];
-  const bool in_tables = parent == kRoot || p.chain_child != kNoNode;
-  if (!in_tables) p.chain_child = id;
-  t.in_tables = in_tables;
+  const bool in_tables = tabled(id, parent);
+  t.first_tag = in_tables ? first_tag_of(parent, key.scope, key.tokens[0]) : 0;
   t.priority = TreeNode{}.priority;
   t.live = true;
   t.tier = kPrimaryTier;
@@ -360,7 +355,7 @@ uint32_t RadixTree::insert(const BlockKey& key, const uint32_t* blocks) {
   r[head_at_ + kNumTokens] = key.num_tokens;
   r[head_at_ + kHasExtra] = has_extra ? 1 : 0;
   std::memcpy(r + blocks_at_, blocks, size_t(num_groups_) * sizeof(uint32_t));
-  ++p.num_children;
+  ++nodes_[parent].num_children;
   if (!links_.empty()) {
     ChildLinks& l = links_[id];
     l = ChildLinks{};
@@ -372,8 +367,8 @@ uint32_t RadixTree::insert(const BlockKey& key, const uint32_t* blocks) {
   if (in_tables) {
     const uint32_t tag = tag_of(key.hash);
     table_insert(buckets_, home(tag), table_mask_, (uint64_t(tag) << 32) | id);
-    const uint32_t first_tag = first_tag_of(parent, key.scope, key.tokens[0]);
-    table_insert(first_buckets_, home(first_tag), table_mask_, (uint64_t(first_tag) << 32) | id);
+    table_insert(first_buckets_, home(t.first_tag), table_mask_,
+                 (uint64_t(t.first_tag) << 32) | id);
   }
   return id;
 }
@@ -387,14 +382,10 @@ void RadixTree::erase(uint32_t id) {
     else links_[t.parent].first_child = l.next_sibling;
     if (l.next_sibling != kNoNode) links_[l.next_sibling].prev_sibling = l.prev_sibling;
   }
-  if (t.in_tables) {
+  if (tabled(id, t.parent)) {
     table_erase(buckets_, tag_of(t.hash), id);
-    table_erase(first_buckets_, first_tag_of(t.parent, t.scope, tokens(id)[0]), id);
-  } else {
-    nodes_[t.parent].chain_child = kNoNode;
+    table_erase(first_buckets_, t.first_tag, id);
   }
-  t.chain_child = kNoNode;
-  t.in_tables = false;
   uint32_t* r = record(id);
   std::fill(r + blocks_at_, r + blocks_at_ + num_groups_, kNoBlock);
   r[head_at_ + kParent] = kNoNode;  // a successor guess never matches a dead record

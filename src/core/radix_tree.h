@@ -6,16 +6,14 @@
 // (partial) match. Storage is preallocated: no allocation after creation
 // except for the (rare) extra-key bytes a node carries.
 //
-// A chain's successor is in neither table: the first child linked under a
-// node (not the root) while it has no such child is its chain child
-// (TreeNode::chain_child), found through the parent instead, which find(),
-// the first-token walk and match_full_blocks try besides the tables. So a
-// commit of a long new prompt writes no table slot for all its nodes but
-// the first (two random cache lines a node fewer: the parent's line it
-// writes anyway), and evicting it erases none. insert() also takes id
-// parent + 1 whenever it is free (else the free id on top of the stack), so
-// a prompt published in one go mostly takes consecutive ids: its nodes and
-// records are written in address order, and a lookup guesses them.
+// A chain's successor is in neither table: a node whose id is its parent's
+// plus one (the parent not the root) is found by that id instead, which
+// find(), the first-token walk and match_full_blocks try before the tables.
+// insert() takes id parent + 1 whenever it is free (else the free id on top
+// of the stack), so a prompt published in one go takes consecutive ids: a
+// commit of a long new prompt writes no table slot for most of its nodes
+// (two random cache lines a node fewer) and writes its nodes and records
+// in address order, and evicting it erases none.
 //
 // Layout, for speed (a lookup of a long cached prompt touches every node on
 // its path, in a structure of hundreds of MB):
@@ -85,11 +83,10 @@ struct alignas(64) TreeNode {
   uint32_t scope = 0;
   uint32_t num_tokens = 0;  // tokens_per_block, or fewer for a partial block
   uint32_t num_children = 0;
-  uint32_t chain_child = kNoNode;  // the child in no table (radix_tree.h), or kNoNode
+  uint32_t first_tag = 0;   // its key in the first-token table
   uint8_t priority = 35;    // set by the last owner to release it
   bool live = false;
   uint8_t tier = 0;         // where its blocks are: kPrimaryTier or another tier's id
-  bool in_tables = false;   // has entries in the two tables (not its parent's chain child)
   uint64_t age = 0;         // moment the last owner released it
   // Retention: when the node was published (ms on the retention clock) and
   // how long after that its priority stays before reverting to 35
@@ -168,23 +165,27 @@ class RadixTree {
   uint32_t holders(uint32_t id) const { return holders_[id]; }
   bool is_leaf(uint32_t id) const { return nodes_[id].num_children == 0; }
 
+  // Whether node `id` under `parent` has entries in the two tables: all
+  // but a chain's successor (id == parent + 1, the parent not the root),
+  // which lookups find by its id.
+  static bool tabled(uint32_t id, uint32_t parent) {
+    return parent == kRoot || id != parent + 1;
+  }
 
   // Warms what erase(id) will touch: the node, its record and table slots.
   // Reads the node (its hash), so it is best called once the node is near.
   KVC_ALWAYS_INLINE void prefetch_erase(uint32_t id) const {
     const TreeNode& t = nodes_[id];
     __builtin_prefetch(blocks_line(id), 1);
-    __builtin_prefetch(&nodes_[t.parent], 1);
-    if (!t.in_tables) return;
-    // Each slot's line and the next one, where the backward shift may go on
-    // (the first-token tag is made from the record's first token).
-    __builtin_prefetch(record(id), 0);
+    if (!tabled(id, t.parent)) return;  // its parent, id - 1, is near
+    // Each slot's line and the next one, where the backward shift may go on.
     const uint64_t b = home(tag_of(t.hash));
-    const uint64_t f = home(first_tag_of(t.parent, t.scope, tokens(id)[0]));
+    const uint64_t f = home(t.first_tag);
     __builtin_prefetch(&buckets_[b], 1);
     __builtin_prefetch(&buckets_[((b | 7) + 1) & table_mask_], 1);
     __builtin_prefetch(&first_buckets_[f], 1);
     __builtin_prefetch(&first_buckets_[((f | 7) + 1) & table_mask_], 1);
+    __builtin_prefetch(&nodes_[t.parent], 1);
   }
   // Fetches the line of node `id`'s record that holds its block ids.
   KVC_ALWAYS_INLINE void prefetch_blocks(uint32_t id) const { __builtin_prefetch(blocks_line(id), 0); }
@@ -212,31 +213,30 @@ class RadixTree {
   // table home. A commit of a long new prompt inserts thousands of nodes
   // whose every line is a cache miss; fetched a few inserts ahead, the
   // misses overlap instead of following one another.
-  // `last` is the parent of the next insert (kNoNode: unknown). The next
-  // insert (ahead 0) may be tabled: its table homes are warmed. The later
-  // ones are chain children of new nodes (no table slot), whose ids are
-  // guessed: the ids after last + 1 when that one is free, else the free
-  // stack's.
+  // `last` is the parent of the next insert (kNoNode: unknown): when id
+  // last + 1 is free, the next inserts are guessed to take the ids that
+  // follow (last + 1 + ahead, chain successors without table slots to
+  // warm); else their ids come off the free stack and are tabled.
   KVC_ALWAYS_INLINE void prefetch_insert(uint64_t hash, uint32_t scope, int32_t first_token,
                                          uint32_t ahead, uint32_t last) const {
-    if (ahead == 0) {
-      __builtin_prefetch(&buckets_[home(tag_of(hash))], 1);
-      if (last != kNoNode)
-        __builtin_prefetch(&first_buckets_[home(first_tag_of(last, scope, first_token))], 1);
+    if (last != kNoNode && last != kRoot && uint64_t(last) + 1 < nodes_.size() &&
+        !nodes_[last + 1].live) {
+      const uint64_t id = uint64_t(last) + 1 + ahead;
+      if (id < nodes_.size()) {
+        __builtin_prefetch(&nodes_[id], 1);
+        __builtin_prefetch(record(uint32_t(id)), 1);
+        __builtin_prefetch(record(uint32_t(id)) + 16, 1);
+      }
       return;
     }
-    uint64_t id;
-    if (last != kNoNode && last != kRoot && uint64_t(last) + 1 < nodes_.size() &&
-        !nodes_[last + 1].live)
-      id = uint64_t(last) + 1 + ahead;
-    else if (ahead < free_.size())
-      id = free_[free_.size() - 1 - ahead];
-    else
-      return;
-    if (id >= nodes_.size()) return;
+    __builtin_prefetch(&buckets_[home(tag_of(hash))], 1);
+    if (ahead == 0 || ahead >= free_.size()) return;
+    const uint32_t id = free_[free_.size() - 1 - ahead];
+    const uint32_t parent = free_[free_.size() - ahead];
     __builtin_prefetch(&nodes_[id], 1);
-    __builtin_prefetch(record(uint32_t(id)), 1);
-    __builtin_prefetch(record(uint32_t(id)) + 16, 1);
+    __builtin_prefetch(record(id), 1);
+    __builtin_prefetch(record(id) + 16, 1);
+    __builtin_prefetch(&first_buckets_[home(first_tag_of(parent, scope, first_token))], 1);
   }
 
   uint32_t size() const { return size_; }  // nodes besides the root
@@ -307,10 +307,13 @@ class RadixTree {
 template <class F>
 void RadixTree::for_each_first_token_match(uint32_t parent, uint32_t scope, int32_t first_token,
                                            F&& f) const {
-  // The chain child first (in no table).
-  if (const uint32_t n = nodes_[parent].chain_child; n != kNoNode) {
+  // The chain successor first (in no table).
+  if (parent != kRoot && uint64_t(parent) + 1 < id_bound()) {
+    const uint32_t n = parent + 1;
     const uint32_t* r = record(n);
-    if (r[head_at_ + kScope] == scope && tokens(n)[0] == first_token) f(n);
+    if (r[head_at_ + kParent] == parent && r[head_at_ + kScope] == scope &&
+        tokens(n)[0] == first_token)
+      f(n);
   }
   const uint32_t tag = first_tag_of(parent, scope, first_token);
   for (uint64_t i = home(tag);; i = next_slot(i)) {

@@ -1,9 +1,8 @@
 // The radix tree's part of the invariant checker (PrefixIndex::check calls
-// it): a node's chain child is a live child of it (never of the root), and
-// exactly the chain children are out of the tables (radix_tree.h); the two
-// tables hold exactly the other live nodes, each once, under the tag of its
-// own hash or first-token key, reachable from its home slot without
-// crossing an empty one; the first-token walk finds every
+// it): the two tables hold exactly the live tabled nodes (all but chain
+// successors, radix_tree.h), each once, under the tag of its own hash or
+// first-token key, reachable from its home slot without crossing an empty
+// one; a chain successor is in neither; the first-token walk finds every
 // live node exactly once; the free stack holds every dead id once, at the
 // index free_at_ records.
 #include <string>
@@ -28,22 +27,17 @@ void RadixTree::check_tables() const {
   for (uint32_t n = 1; n < bound; ++n) {
     const TreeNode& t = nodes_[n];
     if (!t.live) continue;
-    const std::string who = "tree node " + std::to_string(n);
-    const bool chain_child = nodes_[t.parent].chain_child == n;
-    if (t.in_tables == chain_child)
-      broken(who + (chain_child ? " is its parent's chain child but in the tables"
-                                : " is in no table but not its parent's chain child"));
-    if (t.in_tables) ++tabled_live;
-    if (t.chain_child != kNoNode &&
-        (t.chain_child >= bound || !nodes_[t.chain_child].live ||
-         nodes_[t.chain_child].parent != n))
-      broken(who + " names chain child " + std::to_string(t.chain_child) +
-             ", not a live child of it");
+    if (tabled(n, t.parent)) {
+      ++tabled_live;
+      if (t.first_tag != first_tag_of(t.parent, t.scope, tokens(n)[0]))
+        broken("tree node " + std::to_string(n) + " has a stale first-token tag");
+    }
     uint32_t seen = 0;
     for_each_first_token_match(t.parent, t.scope, tokens(n)[0], [&](uint32_t m) { seen += m == n; });
-    if (seen != 1) broken(who + " is found " + std::to_string(seen) + " times by its first token");
+    if (seen != 1)
+      broken("tree node " + std::to_string(n) + " is found " + std::to_string(seen) +
+             " times by its first token");
   }
-  if (nodes_[kRoot].chain_child != kNoNode) broken("the root has a chain child");
   auto check_table = [&](const BigArray<uint64_t>& table, const char* name, bool first) {
     std::vector<uint8_t> in(bound, 0);
     uint64_t entries = 0;
@@ -56,9 +50,9 @@ void RadixTree::check_tables() const {
                               std::to_string(n) + ")";
       if (n == kRoot || n >= bound || !nodes_[n].live) broken(who + " names no live node");
       const TreeNode& t = nodes_[n];
-      if (!t.in_tables) broken(who + " names a chain child");
+      if (!tabled(n, t.parent)) broken(who + " names a chain successor");
       if (in[n]++) broken(who + " names it twice");
-      const uint32_t tag = first ? first_tag_of(t.parent, t.scope, tokens(n)[0]) : tag_of(t.hash);
+      const uint32_t tag = first ? t.first_tag : tag_of(t.hash);
       if (uint32_t(e >> 32) != tag) broken(who + " has a wrong tag");
       for (uint64_t j = home(tag); j != i; j = next_slot(j))
         if (table[j] == kEmpty) broken(who + " is cut off from its home slot");
