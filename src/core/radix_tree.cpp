@@ -251,6 +251,9 @@ void RadixTree::match_full_blocks(uint32_t parent, uint64_t parent_hash, const K
       const uint64_t base = b;
       const uint32_t n = chunk_size(base);
       const uint32_t* const chunk_tags = tags[k];
+      // A block with no entry is guessed to be a chain successor: the id
+      // after the last candidate's (block base - 1's node: prev).
+      uint64_t known = prev, known_at = 0;  // candidate of block base + known_at - 1
       for (uint32_t i = 0; i < n; ++i) {
         const uint32_t tag = chunk_tags[i];
         uint32_t c = kNoNode;
@@ -259,10 +262,16 @@ void RadixTree::match_full_blocks(uint32_t parent, uint64_t parent_hash, const K
           if (e == kEmpty) break;
           if (uint32_t(e >> 32) == tag) {
             c = uint32_t(e);
-            prefetch_lines(c);
             break;
           }
         }
+        if (c != kNoNode) {
+          known = c;
+          known_at = i + 1;
+        } else if (known != kRoot && known + (i + 1 - known_at) < bound) {
+          c = uint32_t(known + (i + 1 - known_at));
+        }
+        if (c != kNoNode) prefetch_lines(c);
         candidates[i] = c;
       }
       hash_chunk(base + kChunk, tags[k ^ 1]);  // while the records arrive
