@@ -7,6 +7,9 @@
 #
 #   bench/core_ab.sh OLD_TREE NEW_TREE [REPS] [TRACE]
 #
+# OLD_BUILD / NEW_BUILD: build folders to use as they are (bench/bench_core,
+# examples/simulator/kvcache-sim, libkvcache.so.0), instead of building the
+# trees; each binary runs with LD_LIBRARY_PATH set to its folder.
 # TRACE defaults to traces/conversation_trace.jsonl of NEW_TREE. Results go
 # to $OUT (default ./out/core_ab): the raw outputs and table.md. Runs are
 # pinned to one core (taskset -c $PIN, default 2) where taskset exists. On
@@ -35,8 +38,8 @@ build() {  # tree -> build dir
   fi
   echo "$b"
 }
-B_OLD=$(build "$OLD") || exit 1
-B_NEW=$(build "$NEW") || exit 1
+if [ -n "${OLD_BUILD:-}" ]; then B_OLD=$(cd "$OLD_BUILD" && pwd); else B_OLD=$(build "$OLD") || exit 1; fi
+if [ -n "${NEW_BUILD:-}" ]; then B_NEW=$(cd "$NEW_BUILD" && pwd); else B_NEW=$(build "$NEW") || exit 1; fi
 
 SIMS=("unlimited|--memory unlimited" "12M|--memory 12000000" "40M|--memory 40000000"
       "12M-host40M|--memory 12000000 --host-cache 40000000")
@@ -44,12 +47,12 @@ for rep in $(seq 1 "$REPS"); do
   for side in old new; do
     b=$B_OLD; [ $side = new ] && b=$B_NEW
     # bench_core: the rows a tree has (an old tree may lack the new ones).
-    "${PIN[@]}" "$b/bench/bench_core" --benchmark_filter='AddCached32K/|DecodeStep512|Evict1000|ChainedHash16/|Commit32KNew|AddNew128K' \
+    LD_LIBRARY_PATH=$b "${PIN[@]}" "$b/bench/bench_core" --benchmark_filter='AddCached32K/|DecodeStep512|Evict1000|ChainedHash16/|Commit32KNew|AddNew128K' \
       >"$OUT/core-$side-$rep.txt" 2>&1 || true
     for s in "${SIMS[@]}"; do
       name=${s%%|*}
       # shellcheck disable=SC2086
-      "${PIN[@]}" "$b/examples/simulator/kvcache-sim" --trace "$TRACE" --model tiny ${s#*|} --no-progress --json \
+      LD_LIBRARY_PATH=$b "${PIN[@]}" "$b/examples/simulator/kvcache-sim" --trace "$TRACE" --model tiny ${s#*|} --no-progress --json \
         >"$OUT/sim-$name-$side-$rep.json"
     done
   done

@@ -343,7 +343,19 @@ void Eviction::evict_ahead(uint64_t count) {
   // touches is warmed kLead victims ahead, one more ancestor per victim
   // (`far`, the last one warmed), and the whole lead again when the next
   // victim is not the parent.
+  // Climbing, `far` moves up one ancestor a victim, and reading its parent
+  // waits for its line: the node kGuess ids below it, its ancestor when the
+  // chain was published in one go (consecutive ids), is fetched too. And
+  // retiring a victim reads its parent's anchor block's reference count (a
+  // line of the pool's block table): fetched for the node `far` was
+  // kLead / 2 victims ago, whose record (the block id) is near by then.
   constexpr int kLead = 6;
+  constexpr uint32_t kGuess = 8;
+  constexpr uint32_t kRing = 4;  // >= kLead / 2 + 1, a power of two
+  static_assert(kRing >= kLead / 2 + 1 && (kRing & (kRing - 1)) == 0, "ring size");
+  uint32_t warmed[kRing];  // far, the last kRing victims
+  for (uint32_t& w : warmed) w = RadixTree::kRoot;
+  const uint32_t ref_group = layout_.ref_group;
   uint32_t v = policy_.victim();
   uint32_t far = v == kNoNode ? RadixTree::kRoot : tree_.prefetch_erase_path(v, kLead);
   for (uint64_t i = 0; i < count; ++i) {
@@ -360,7 +372,16 @@ void Eviction::evict_ahead(uint64_t count) {
       far = tree_.prefetch_erase_path(v, kLead);
     } else if (far != RadixTree::kRoot) {
       far = tree_.node(far).parent;
-      if (far != RadixTree::kRoot) tree_.prefetch_erase_path(far, 0);
+      if (far != RadixTree::kRoot) {
+        tree_.prefetch_erase_path(far, 0);
+        if (far > kGuess) tree_.prefetch_node(far - kGuess);
+      }
+    }
+    warmed[i % kRing] = far;
+    const uint32_t older = warmed[(i + kRing - kLead / 2) % kRing];
+    if (older != RadixTree::kRoot) {
+      const uint32_t blk = tree_.block(older, ref_group);
+      if (blk != kNoBlock) __builtin_prefetch(&residency_.info(ref_group, blk));
     }
   }
   index_.flush(scopes);

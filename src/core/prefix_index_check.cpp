@@ -69,6 +69,7 @@ void PrefixIndex::check(const std::vector<uint32_t>& holders,
       broken(who + " is unused but kept");
   }
   if (live != tree_.size()) broken("tree size differs from its live nodes");
+  tree_.check_tables();
   for (uint32_t n = 0; n < tree_.id_bound(); ++n) {
     if (!tree_.node(n).live) continue;
     if (children[n] != tree_.node(n).num_children)

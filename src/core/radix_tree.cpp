@@ -74,7 +74,11 @@ RadixTree::RadixTree(uint32_t max_nodes, uint32_t tokens_per_block, uint32_t num
   table_mask_ = (uint64_t(1) << bits) - 1;
   table_shift_ = 32 - bits;
   free_.reserve(max_nodes);
-  for (uint32_t i = max_nodes; i > 0; --i) free_.push_back(i);
+  free_at_.assign(uint64_t(max_nodes) + 1, 0);
+  for (uint32_t i = max_nodes; i > 0; --i) {
+    free_at_[i] = uint32_t(free_.size());
+    free_.push_back(i);
+  }
   nodes_[kRoot].live = true;
 }
 
@@ -111,19 +115,23 @@ void RadixTree::table_erase(BigArray<uint64_t>& table, uint32_t tag, uint32_t no
 
 uint32_t RadixTree::find(uint32_t parent, uint32_t scope, const int32_t* tokens,
                          uint32_t num_tokens, const std::string& extra, uint64_t hash) const {
+  // The full key decides (a dead record's parent is kNoNode: never a match).
+  auto is_key = [&](uint32_t n) {
+    const uint32_t* r = record(n);
+    return r[head_at_ + kParent] == parent && r[head_at_ + kScope] == scope &&
+           r[head_at_ + kNumTokens] == num_tokens &&
+           std::memcmp(this->tokens(n), tokens, size_t(num_tokens) * sizeof(int32_t)) == 0 &&
+           (r[head_at_ + kHasExtra] != 0 ? nodes_[n].extra == extra : extra.empty());
+  };
+  // The chain successor, in no table.
+  if (parent != kRoot && uint64_t(parent) + 1 < id_bound() && is_key(parent + 1)) return parent + 1;
   const uint32_t tag = tag_of(hash);
   for (uint64_t i = home(tag);; i = next_slot(i)) {
     const uint64_t e = buckets_[i];
     if (e == kEmpty) return kNoNode;
     if (uint32_t(e >> 32) != tag) continue;
     // The hash picks the slot; the full key decides.
-    const uint32_t n = uint32_t(e);
-    const uint32_t* r = record(n);
-    if (r[head_at_ + kParent] == parent && r[head_at_ + kScope] == scope &&
-        r[head_at_ + kNumTokens] == num_tokens &&
-        std::memcmp(this->tokens(n), tokens, size_t(num_tokens) * sizeof(int32_t)) == 0 &&
-        (r[head_at_ + kHasExtra] != 0 ? nodes_[n].extra == extra : extra.empty()))
-      return n;
+    if (is_key(uint32_t(e))) return uint32_t(e);
   }
 }
 
@@ -146,10 +154,13 @@ void RadixTree::match_full_blocks(uint32_t parent, uint64_t parent_hash, const K
   // (parent, scope, tokens, no extra keys: keys are unique, so both give
   // the same node):
   // - the successor guess: a prompt published in one go took consecutive
-  //   node ids (free ids are a stack, and eviction frees a chain leaf
-  //   first, so ids come back in order), so block b's node is most often
-  //   the one after block b-1's. A wrong guess costs one record read; a
-  //   dead record never matches (erase clears its parent).
+  //   node ids where it could (insert takes parent + 1 when it is free;
+  //   free ids are a stack, and eviction frees a chain leaf first, so ids
+  //   come back in order), so block b's node is most often the one after
+  //   block b-1's. A wrong guess costs one record read; a dead record
+  //   never matches (erase clears its parent). A chain successor (node
+  //   parent + 1) is in no table: the hashed walk tries it when the table
+  //   has no match.
   // - the hashed walk, in chunks, with three tight loops a chunk apart:
   //   hash each block of the next chunk (fetching its table slot); read
   //   each slot of this one (the first entry with the block's tag is its
@@ -240,6 +251,9 @@ void RadixTree::match_full_blocks(uint32_t parent, uint64_t parent_hash, const K
       const uint64_t base = b;
       const uint32_t n = chunk_size(base);
       const uint32_t* const chunk_tags = tags[k];
+      // A block with no entry is guessed to be a chain successor: the id
+      // after the last candidate's (block base - 1's node: prev).
+      uint64_t known = prev, known_at = 0;  // candidate of block base + known_at - 1
       for (uint32_t i = 0; i < n; ++i) {
         const uint32_t tag = chunk_tags[i];
         uint32_t c = kNoNode;
@@ -248,10 +262,16 @@ void RadixTree::match_full_blocks(uint32_t parent, uint64_t parent_hash, const K
           if (e == kEmpty) break;
           if (uint32_t(e >> 32) == tag) {
             c = uint32_t(e);
-            prefetch_lines(c);
             break;
           }
         }
+        if (c != kNoNode) {
+          known = c;
+          known_at = i + 1;
+        } else if (known != kRoot && known + (i + 1 - known_at) < bound) {
+          c = uint32_t(known + (i + 1 - known_at));
+        }
+        if (c != kNoNode) prefetch_lines(c);
         candidates[i] = c;
       }
       hash_chunk(base + kChunk, tags[k ^ 1]);  // while the records arrive
@@ -269,6 +289,10 @@ void RadixTree::match_full_blocks(uint32_t parent, uint64_t parent_hash, const K
             }
           }
         }
+        // Not in the table: the chain successor, if it is the block.
+        if (found == kNoNode && prev != kRoot && uint64_t(prev) + 1 < bound &&
+            is_block(sixteen, prev + 1, want))
+          found = prev + 1;
         if (found == kNoNode) return false;
         found_at[b++] = found;
         prev = found;
@@ -292,12 +316,28 @@ void RadixTree::match_full_blocks(uint32_t parent, uint64_t parent_hash, const K
   out.resize(first + b);
 }
 
+void RadixTree::take_free(uint32_t id) {
+  const uint32_t at = free_at_[id];
+  const uint32_t top = free_.back();
+  free_[at] = top;
+  free_at_[top] = at;
+  free_.pop_back();
+}
+
 uint32_t RadixTree::insert(const BlockKey& key, const uint32_t* blocks) {
   NodeExtra extra;
   if (!key.extra->empty()) extra.assign(std::string(*key.extra));  // the only allocation, before any change
   const uint32_t parent = key.parent;
-  const uint32_t id = free_.back();
-  free_.pop_back();
+  // The chain successor's id when it is free (a dead node), else the top
+  // of the stack.
+  uint32_t id;
+  if (parent != kRoot && uint64_t(parent) + 1 < nodes_.size() && !nodes_[parent + 1].live) {
+    id = parent + 1;
+    take_free(id);
+  } else {
+    id = free_.back();
+    free_.pop_back();
+  }
   ++size_;
   // Every field written once (a publish run writes millions of nodes).
   TreeNode& t = nodes_[id];
@@ -306,7 +346,8 @@ uint32_t RadixTree::insert(const BlockKey& key, const uint32_t* blocks) {
   t.scope = key.scope;
   t.num_tokens = key.num_tokens;
   t.num_children = 0;
-  t.first_tag = first_tag_of(parent, key.scope, key.tokens[0]);
+  const bool in_tables = tabled(id, parent);
+  t.first_tag = in_tables ? first_tag_of(parent, key.scope, key.tokens[0]) : 0;
   t.priority = TreeNode{}.priority;
   t.live = true;
   t.tier = kPrimaryTier;
@@ -332,10 +373,12 @@ uint32_t RadixTree::insert(const BlockKey& key, const uint32_t* blocks) {
     links_[parent].first_child = id;
   }
 
-  const uint32_t tag = tag_of(key.hash);
-  table_insert(buckets_, home(tag), table_mask_, (uint64_t(tag) << 32) | id);
-  table_insert(first_buckets_, home(t.first_tag), table_mask_,
-               (uint64_t(t.first_tag) << 32) | id);
+  if (in_tables) {
+    const uint32_t tag = tag_of(key.hash);
+    table_insert(buckets_, home(tag), table_mask_, (uint64_t(tag) << 32) | id);
+    table_insert(first_buckets_, home(t.first_tag), table_mask_,
+                 (uint64_t(t.first_tag) << 32) | id);
+  }
   return id;
 }
 
@@ -348,13 +391,16 @@ void RadixTree::erase(uint32_t id) {
     else links_[t.parent].first_child = l.next_sibling;
     if (l.next_sibling != kNoNode) links_[l.next_sibling].prev_sibling = l.prev_sibling;
   }
-  table_erase(buckets_, tag_of(t.hash), id);
-  table_erase(first_buckets_, t.first_tag, id);
+  if (tabled(id, t.parent)) {
+    table_erase(buckets_, tag_of(t.hash), id);
+    table_erase(first_buckets_, t.first_tag, id);
+  }
   uint32_t* r = record(id);
   std::fill(r + blocks_at_, r + blocks_at_ + num_groups_, kNoBlock);
   r[head_at_ + kParent] = kNoNode;  // a successor guess never matches a dead record
   t.extra.clear();
   t.live = false;
+  free_at_[id] = uint32_t(free_.size());
   free_.push_back(id);  // capacity reserved for every node
   --size_;
 }

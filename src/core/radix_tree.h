@@ -6,6 +6,15 @@
 // (partial) match. Storage is preallocated: no allocation after creation
 // except for the (rare) extra-key bytes a node carries.
 //
+// A chain's successor is in neither table: a node whose id is its parent's
+// plus one (the parent not the root) is found by that id instead, which
+// find(), the first-token walk and match_full_blocks try before the tables.
+// insert() takes id parent + 1 whenever it is free (else the free id on top
+// of the stack), so a prompt published in one go takes consecutive ids: a
+// commit of a long new prompt writes no table slot for most of its nodes
+// (two random cache lines a node fewer) and writes its nodes and records
+// in address order, and evicting it erases none.
+//
 // Layout, for speed (a lookup of a long cached prompt touches every node on
 // its path, in a structure of hundreds of MB):
 // - each table entry holds a node id and 32 bits of its hash, so a probe
@@ -156,10 +165,19 @@ class RadixTree {
   uint32_t holders(uint32_t id) const { return holders_[id]; }
   bool is_leaf(uint32_t id) const { return nodes_[id].num_children == 0; }
 
+  // Whether node `id` under `parent` has entries in the two tables: all
+  // but a chain's successor (id == parent + 1, the parent not the root),
+  // which lookups find by its id.
+  static bool tabled(uint32_t id, uint32_t parent) {
+    return parent == kRoot || id != parent + 1;
+  }
+
   // Warms what erase(id) will touch: the node, its record and table slots.
   // Reads the node (its hash), so it is best called once the node is near.
   KVC_ALWAYS_INLINE void prefetch_erase(uint32_t id) const {
     const TreeNode& t = nodes_[id];
+    __builtin_prefetch(blocks_line(id), 1);
+    if (!tabled(id, t.parent)) return;  // its parent, id - 1, is near
     // Each slot's line and the next one, where the backward shift may go on.
     const uint64_t b = home(tag_of(t.hash));
     const uint64_t f = home(t.first_tag);
@@ -168,8 +186,11 @@ class RadixTree {
     __builtin_prefetch(&first_buckets_[f], 1);
     __builtin_prefetch(&first_buckets_[((f | 7) + 1) & table_mask_], 1);
     __builtin_prefetch(&nodes_[t.parent], 1);
-    __builtin_prefetch(blocks_line(id), 1);
   }
+  // Fetches the line of node `id`'s record that holds its block ids.
+  KVC_ALWAYS_INLINE void prefetch_blocks(uint32_t id) const { __builtin_prefetch(blocks_line(id), 0); }
+  // Fetches node `id`'s line (a guess of a node about to be read).
+  KVC_ALWAYS_INLINE void prefetch_node(uint32_t id) const { __builtin_prefetch(&nodes_[id], 1); }
   // prefetch_erase of `id` and of its next `depth` ancestors, the usual
   // next victims once `id` is evicted: a chain evicted from its leaf up
   // finds its table slots fetched a few evictions ahead. Returns the last
@@ -192,8 +213,22 @@ class RadixTree {
   // table home. A commit of a long new prompt inserts thousands of nodes
   // whose every line is a cache miss; fetched a few inserts ahead, the
   // misses overlap instead of following one another.
+  // `last` is the parent of the next insert (kNoNode: unknown): when id
+  // last + 1 is free, the next inserts are guessed to take the ids that
+  // follow (last + 1 + ahead, chain successors without table slots to
+  // warm); else their ids come off the free stack and are tabled.
   KVC_ALWAYS_INLINE void prefetch_insert(uint64_t hash, uint32_t scope, int32_t first_token,
-                                         uint32_t ahead) const {
+                                         uint32_t ahead, uint32_t last) const {
+    if (last != kNoNode && last != kRoot && uint64_t(last) + 1 < nodes_.size() &&
+        !nodes_[last + 1].live) {
+      const uint64_t id = uint64_t(last) + 1 + ahead;
+      if (id < nodes_.size()) {
+        __builtin_prefetch(&nodes_[id], 1);
+        __builtin_prefetch(record(uint32_t(id)), 1);
+        __builtin_prefetch(record(uint32_t(id)) + 16, 1);
+      }
+      return;
+    }
     __builtin_prefetch(&buckets_[home(tag_of(hash))], 1);
     if (ahead == 0 || ahead >= free_.size()) return;
     const uint32_t id = free_[free_.size() - 1 - ahead];
@@ -210,6 +245,13 @@ class RadixTree {
   bool full() const { return free_.empty(); }
   uint32_t tokens_per_block() const { return tokens_per_block_; }
   uint32_t num_groups() const { return num_groups_; }
+
+  // The checker's part (radix_tree_check.cpp): every table entry names a
+  // live, tabled node under its own tag, once, and every live tabled node
+  // has one entry in each table; every live node is found once by the
+  // first-token walk; the free stack holds each dead id once, where
+  // free_at_ says. Throws Error(KVC_ERR_INTERNAL).
+  void check_tables() const;
 
  private:
   // A node's lookup record, in 32-bit words: tokens_per_block tokens, then
@@ -249,7 +291,10 @@ class RadixTree {
     uint32_t prev_sibling = kNoNode;
   };
   std::vector<ChildLinks> links_;  // per node, with track_children
-  std::vector<uint32_t> free_;  // free node ids
+  std::vector<uint32_t> free_;      // free node ids (a stack)
+  std::vector<uint32_t> free_at_;   // per free id, its index in free_
+  // Takes free id `id` out of the stack (the top fills its place).
+  void take_free(uint32_t id);
   BigArray<uint64_t> buckets_;        // by block hash
   BigArray<uint64_t> first_buckets_;  // by (parent, scope, first token)
   FirstTokenKey first_key_;
@@ -262,6 +307,14 @@ class RadixTree {
 template <class F>
 void RadixTree::for_each_first_token_match(uint32_t parent, uint32_t scope, int32_t first_token,
                                            F&& f) const {
+  // The chain successor first (in no table).
+  if (parent != kRoot && uint64_t(parent) + 1 < id_bound()) {
+    const uint32_t n = parent + 1;
+    const uint32_t* r = record(n);
+    if (r[head_at_ + kParent] == parent && r[head_at_ + kScope] == scope &&
+        tokens(n)[0] == first_token)
+      f(n);
+  }
   const uint32_t tag = first_tag_of(parent, scope, first_token);
   for (uint64_t i = home(tag);; i = next_slot(i)) {
     const uint64_t e = first_buckets_[i];

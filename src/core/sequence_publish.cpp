@@ -34,14 +34,29 @@ void Sequences::commit(uint64_t id, uint64_t num_computed) {
   // them), until one cannot be.
   const uint64_t now = eviction_.now_ms();
   constexpr uint64_t kAhead = 8;  // inserts whose lines are fetched early
-  for (uint64_t b = s.published; b < std::min(end, s.published + kAhead); ++b)
+  // And the pool line of each group's block (publish reads and sets its
+  // owner count and node).
+  const uint32_t G = layout_.num_groups();
+  auto prefetch_blocks = [&](uint64_t b) {
+    for (uint32_t g = 0; g < G; ++g) {
+      const uint32_t blk = s.blocks[g][b];
+      if (blk != kNoBlock) __builtin_prefetch(&residency_.info(g, blk), 1);
+    }
+  };
+  const uint32_t before = s.published == 0 ? kNoNode : s.nodes[s.published - 1];
+  for (uint64_t b = s.published; b < std::min(end, s.published + kAhead); ++b) {
     tree_.prefetch_insert(block_hashes_[b - first], s.scope, s.token_at(b * T_)[0],
-                          uint32_t(b - s.published));
+                          uint32_t(b - s.published), before);
+    prefetch_blocks(b);
+  }
   while (s.published < end) {
     const uint64_t next = s.published + kAhead;
-    if (next < end)
+    if (next < end) {
       tree_.prefetch_insert(block_hashes_[next - first], s.scope, s.token_at(next * T_)[0],
-                            uint32_t(kAhead));
+                            uint32_t(kAhead),
+                            s.published == 0 ? kNoNode : s.nodes[s.published - 1]);
+      prefetch_blocks(next);
+    }
     if (!publish_full(s, s.published, block_extras_[s.published - first],
                       block_hashes_[s.published - first], now))
       break;

@@ -132,7 +132,37 @@ void Sequences::remove(uint64_t id) {
   Sequence& s = sequence(id);
   if (cfg_.block_reuse && cfg_.partial_reuse) publish_tail(s);
   // Deepest first, so a parent is always released after its children.
-  for (uint64_t b = s.num_blocks(); b > 0; --b) release_position(s, b - 1);
+  // Releasing a position reads and writes its node (age, priority), its
+  // record's block ids, the pool lines of its own blocks and of the node's
+  // anchor block: fetched ahead, in two steps (the node's anchor block id
+  // is read from its record, fetched kFar positions ahead, kNear ahead).
+  constexpr uint64_t kNear = 8, kFar = 16;
+  const uint32_t G = layout_.num_groups();
+  const uint32_t ref = layout_.ref_group;
+  const bool anchors = !layout_.anchors.empty();
+  for (uint64_t b = s.num_blocks(); b > 0; --b) {
+    if (b > kFar) {
+      const uint32_t n = s.nodes[b - 1 - kFar];
+      if (n != kNoNode) {
+        tree_.prefetch_node(n);
+        tree_.prefetch_blocks(n);
+      }
+    }
+    if (b > kNear) {
+      const uint64_t at = b - 1 - kNear;
+      for (uint32_t g = 0; g < G; ++g) {
+        const uint32_t blk = s.blocks[g][at];
+        if (blk != kNoBlock) __builtin_prefetch(&residency_.info(g, blk), 1);
+      }
+      const uint32_t n = s.nodes[at];
+      if (anchors && n != kNoNode) {
+        const uint32_t blk = tree_.block(n, ref);
+        if (blk != kNoBlock && blk != s.blocks[ref][at])
+          __builtin_prefetch(&residency_.info(ref, blk), 1);
+      }
+    }
+    release_position(s, b - 1);
+  }
   index_.unref_scope(s.scope);
   recycle(seqs_.erase(id));
   // Write-through jobs done since the last call give their blocks back here
