@@ -133,8 +133,13 @@ class StoreChain {
   // published; queue a write of each new qualifying node (write-through).
   // Also drains the done jobs first.
   void committed(const Sequence& s, uint64_t first, uint64_t end);
-  // Releases the references of the write jobs done (cheap when none).
-  void drain();
+  // Releases the references of the write jobs done (cheap when none), at
+  // most `max` of them: the serving calls take them back a bounded batch at
+  // a time (kDrainBatch), so no call pays for a backlog the writer finished
+  // at once; the rest wait for the next call (an add short of blocks
+  // settles).
+  static constexpr size_t kDrainBatch = 16;
+  void drain(size_t max = kDrainBatch);
   // Waits for every queued write and releases every reference (a reset, a
   // flush, tests).
   void settle();
@@ -249,8 +254,14 @@ class StoreChain {
   uint64_t held_count_ = 0;               // nodes held
   std::vector<BlockRetention> held_retention_;  // per node: what its sequence releases it with
   std::vector<WriteDone> done_;           // scratch: done writes (ticket = node, key)
-  std::vector<RecordWrite> jobs_;         // scratch: one commit's jobs
-  std::vector<const unsigned char*> job_parts_;  // scratch: their block addresses
+  // Scratch: the run of blocks a commit is building (RecordRun), its
+  // blocks' tickets, priorities, tokens and addresses.
+  RecordRun run_;
+  std::vector<uint64_t> run_tickets_;
+  std::vector<uint32_t> run_priorities_;
+  std::vector<int32_t> run_tokens_;
+  std::vector<const unsigned char*> run_parts_;
+  void submit_run();  // submits run_ (if any blocks), holds what the writer took
   StoreKeys keys_;
   bool muted_ = false;
   // KV events: per store, the entries announced (hash -> priority), its tier.
