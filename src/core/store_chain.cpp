@@ -108,7 +108,7 @@ void StoreChain::release_staging() noexcept {
 // ---------------------------------------------------------------------------
 
 void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end) {
-  drain();
+  if (writer_ && writer_->room() < end - first) drain();
   sync_events();
   if (!write_through() || muted_ || !direct_ || end <= first) return;
   const RadixTree& tree = index_.tree();

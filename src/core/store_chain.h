@@ -14,9 +14,13 @@
 //    while the worker copies them out, seals the record and puts it into
 //    every store. A node held keeps its parent held too (the tree's rule
 //    that a node in use has its parent in use), walking up to the first
-//    node held already: usually one step. Done jobs come back through the writer's ring, which
-//    the core drains at its next add, commit, remove or flush (settle()), releasing
-//    the references with the retention the block's sequence gives it. An
+//    node held already: usually one step. The blocks of one commit that
+//    follow one another go as one run (RecordRun: one header and one
+//    publication in the ring, per block its tokens and addresses). Done jobs
+//    come back through the writer's ring, which the core drains a bounded
+//    batch at a time at its next adds, removes, commits short of room, or
+//    all at a flush (settle()), releasing the references with the retention
+//    the block's sequence gives it. An
 //    add or extend short of blocks while jobs hold some waits for the
 //    writer (settle: CPU copies, never I/O) and plans again, rather than
 //    refuse a call that would succeed without write-through.
@@ -130,15 +134,20 @@ class StoreChain {
   // already. Never throws.
   void offer(uint32_t node);
   // The commit hook (one call per commit): s's blocks [first, end) are
-  // published; queue a write of each new qualifying node (write-through).
-  // Also drains the done jobs first.
+  // published; queue a write of each new qualifying node (write-through),
+  // one job per run of consecutive blocks. Drains done jobs first when the
+  // queue lacks room for them (drain()).
   void committed(const Sequence& s, uint64_t first, uint64_t end);
   // Releases the references of the write jobs done (cheap when none), at
-  // most `max` of them: the serving calls take them back a bounded batch at
-  // a time (kDrainBatch), so no call pays for a backlog the writer finished
-  // at once; the rest wait for the next call (an add short of blocks
-  // settles).
+  // most `max` of them, the oldest: the serving calls take them back a
+  // bounded batch at a time, so no call pays for a backlog the writer
+  // finished at once; the rest wait for the next call (an add short of
+  // blocks settles). An add takes kDrainBatch, a remove kDrainOnRemove (the
+  // cheapest call: what it leaves, the next add takes), a commit
+  // kDrainBatch only when the queue lacks room for its blocks (a decode
+  // loop that only commits still frees the queue).
   static constexpr size_t kDrainBatch = 16;
+  static constexpr size_t kDrainOnRemove = 4;
   void drain(size_t max = kDrainBatch);
   // Waits for every queued write and releases every reference (a reset, a
   // flush, tests).
