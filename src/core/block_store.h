@@ -263,9 +263,7 @@ class RecordWriter {
   // Appends the jobs done since the last call, with their keys, in the
   // order they were submitted; cheap when there are none (one atomic load).
   // A job's queue place is free again only once it was taken here.
-  // At most `max` of them (the oldest): the caller spreads the work of
-  // taking them back over its calls.
-  virtual void take_done(std::vector<WriteDone>& done, size_t max = SIZE_MAX) = 0;
+  virtual void take_done(std::vector<WriteDone>& done) = 0;
   virtual void flush() = 0;
   virtual uint64_t dropped() const = 0;         // jobs refused: queue full
   virtual uint64_t accepted(size_t store) const = 0;  // puts store accepted

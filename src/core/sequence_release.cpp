@@ -136,10 +136,9 @@ void Sequences::remove(uint64_t id) {
   index_.unref_scope(s.scope);
   recycle(seqs_.erase(id));
   // Write-through jobs done since the last call give their blocks back here
-  // too, a few (the remove is the cheapest call): the call that caches a
-  // sequence's blocks without the tiers caches those of some jobs done
-  // meanwhile (the next add takes the rest).
-  if (stores_ != nullptr) stores_->drain(StoreChain::kDrainOnRemove);
+  // too: the call that caches a sequence's blocks without the tiers caches
+  // those of the jobs done meanwhile (the next add would, later).
+  if (stores_ != nullptr) stores_->drain();
 }
 
 std::unique_ptr<Sequence> Sequences::new_sequence(uint64_t tokens) {

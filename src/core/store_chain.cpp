@@ -309,9 +309,9 @@ void StoreChain::snapshot(std::vector<kvc_snapshot_entry_t>& out) const {
   }
 }
 
-void StoreChain::drain(size_t max) {
+void StoreChain::drain() {
   if (!writer_) return;
-  writer_->take_done(done_, max);
+  writer_->take_done(done_);
   for (const WriteDone& d : done_) {
     const uint32_t node = uint32_t(d.ticket);
     if (d.keyed && !keys_.known(node)) keys_.remember(node, d.key);  // held: still the same node
@@ -324,7 +324,7 @@ void StoreChain::settle() {
   if (!writer_) return;
   if (paused_) pause_writer(false);
   writer_->flush();
-  drain(SIZE_MAX);
+  drain();
 }
 
 void StoreChain::count_holdings(Holdings& h) const {

@@ -17,9 +17,8 @@
 //    node held already: usually one step. The blocks of one commit that
 //    follow one another go as one run (RecordRun: one header and one
 //    publication in the ring, per block its tokens and addresses). Done jobs
-//    come back through the writer's ring, which the core drains a bounded
-//    batch at a time at its next adds, removes, commits short of room, or
-//    all at a flush (settle()), releasing the references with the retention
+//    come back through the writer's ring, which the core drains at its next
+//    add, remove, commit short of room or flush (settle()), releasing the references with the retention
 //    the block's sequence gives it. An
 //    add or extend short of blocks while jobs hold some waits for the
 //    writer (settle: CPU copies, never I/O) and plans again, rather than
@@ -138,17 +137,13 @@ class StoreChain {
   // one job per run of consecutive blocks. Drains done jobs first when the
   // queue lacks room for them (drain()).
   void committed(const Sequence& s, uint64_t first, uint64_t end);
-  // Releases the references of the write jobs done (cheap when none), at
-  // most `max` of them, the oldest: the serving calls take them back a
-  // bounded batch at a time, so no call pays for a backlog the writer
-  // finished at once; the rest wait for the next call (an add short of
-  // blocks settles). An add takes kDrainBatch, a remove kDrainOnRemove (the
-  // cheapest call: what it leaves, the next add takes), a commit
-  // kDrainBatch only when the queue lacks room for its blocks (a decode
-  // loop that only commits still frees the queue).
-  static constexpr size_t kDrainBatch = 16;
-  static constexpr size_t kDrainOnRemove = 4;
-  void drain(size_t max = kDrainBatch);
+  // Releases the references of the write jobs done (cheap when none). An
+  // add and a remove drain; a commit only when the queue lacks room for its
+  // blocks (a decode loop that only commits still frees the queue), so that
+  // a commit's own cost is its jobs. (Bounded batches per call were
+  // measured and moved the releases into the add: see
+  // bench/results/2026-11-28-disk-serving-r2-vm-2cpu.md.)
+  void drain();
   // Waits for every queued write and releases every reference (a reset, a
   // flush, tests).
   void settle();

@@ -134,10 +134,9 @@ void ThreadedRecordWriter::publish(uint64_t tail, size_t took) {
   }
 }
 
-void ThreadedRecordWriter::take_done(std::vector<WriteDone>& done, size_t max) {
+void ThreadedRecordWriter::take_done(std::vector<WriteDone>& done) {
   const uint64_t written = written_.load(std::memory_order_acquire);
-  const uint64_t end = written - head_ > max ? head_ + max : written;
-  for (; head_ < end; ++head_) done.push_back(ring_[head_ % ring_.size()].done);
+  for (; head_ < written; ++head_) done.push_back(ring_[head_ % ring_.size()].done);
 }
 
 void ThreadedRecordWriter::flush() {

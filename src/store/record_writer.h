@@ -63,7 +63,7 @@ class ThreadedRecordWriter final : public RecordWriter {
   size_t submit_run(const RecordRun& run) override;
   size_t room() const override { return ring_.size() - size_t(tail_.load(std::memory_order_relaxed) - head_); }
   void count_dropped(uint64_t n) override { dropped_.fetch_add(n, std::memory_order_relaxed); }
-  void take_done(std::vector<WriteDone>& done, size_t max = SIZE_MAX) override;
+  void take_done(std::vector<WriteDone>& done) override;
   void flush() override;
   uint64_t dropped() const override { return dropped_.load(std::memory_order_relaxed); }
   uint64_t accepted(size_t store) const override {

@@ -262,8 +262,7 @@ TEST(RecordWriter, TheDestructorFinishesJobsTheWorkerWasNotWokenFor) {
 // A run (submit_run): one job per block, block i chaining on block i - 1,
 // the first on the run's parent or on the job its parent_ticket names; a
 // run longer than the room is cut (its prefix taken, the rest counted
-// dropped), its blocks wrap round the ring; take_done() with a bound takes
-// the oldest first and leaves the rest.
+// dropped), its blocks wrap round the ring.
 TEST(RecordWriter, ARunChainsItsBlocksAndIsCutAtTheRoom) {
   Recorder store;
   ThreadedRecordWriter w(layout(), {kPayload}, {&store}, 4, kSeed);
@@ -297,11 +296,9 @@ TEST(RecordWriter, ARunChainsItsBlocksAndIsCutAtTheRoom) {
   EXPECT_EQ(w.room(), 0u);
   w.flush();
   done.clear();
-  w.take_done(done, 3);  // bounded: the oldest three
-  ASSERT_EQ(done.size(), 3u);
-  EXPECT_EQ(w.room(), 3u);
-  w.take_done(done, 3);
+  w.take_done(done);
   ASSERT_EQ(done.size(), 4u);
+  EXPECT_EQ(w.room(), 4u);
   const PortableHasher h(kSeed);
   uint64_t parent = root_hash(one.tokens[0]);
   ChainDigest parent_digest = block_chain_digest(ChainDigest{}, ChainDigest{}, ChainDigest{},
