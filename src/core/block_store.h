@@ -202,6 +202,26 @@ struct RecordWrite {
   const unsigned char* const* parts = nullptr;  // one per group
 };
 
+// A run of blocks to write through, one job for the queue's bookkeeping
+// (submit_run): consecutive blocks of one prompt with one scope and no extra
+// keys, block i > 0 chaining on block i - 1. The first block chains on
+// `parent` or on the job parent_ticket names, as a RecordWrite does; block
+// i's tokens are tokens[i * T, (i + 1) * T) and its parts parts[i * G,
+// (i + 1) * G) (G = the layout's groups); each block keeps its own ticket and
+// priority and ends in take_done() on its own. submit_run() copies what the
+// run points at (not the bytes), in a few memcpys.
+struct RecordRun {
+  uint64_t parent_ticket = RecordWrite::kNoTicket;
+  StoreKey parent;
+  uint64_t scope_hash = 0;
+  ChainDigest scope_digest;
+  size_t count = 0;
+  const uint64_t* tickets = nullptr;    // count
+  const uint32_t* priorities = nullptr;  // count
+  const int32_t* tokens = nullptr;       // count * tokens_per_block
+  const unsigned char* const* parts = nullptr;  // count * groups
+};
+
 // A job the writer finished: keyed unless its parent's key was unknown to it
 // (then nothing was written; never expected, counted as a drop).
 struct WriteDone {
@@ -229,6 +249,11 @@ class RecordWriter {
   // parent_ticket names a dropped job is never taken (the accepted ones are
   // a prefix, and a job chains only on earlier ones).
   virtual size_t submit(const RecordWrite* jobs, size_t n) = 0;
+  // The same for a run (one block per job, one publication for the run):
+  // takes its leading blocks that fit, drops the rest (counted), returns
+  // how many it took. The serving thread's ring work is a few copies and
+  // one atomic store per run, whatever its length.
+  virtual size_t submit_run(const RecordRun& run) = 0;
   // How many jobs submit() would take now (the serving thread's own count:
   // no lock, no shared write), so that a commit builds no job the queue
   // would refuse.

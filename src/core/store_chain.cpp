@@ -108,18 +108,29 @@ void StoreChain::release_staging() noexcept {
 // ---------------------------------------------------------------------------
 
 void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end) {
-  drain();
+  if (writer_ && writer_->room() < end - first) drain();
   sync_events();
   if (!write_through() || muted_ || !direct_ || end <= first) return;
   const RadixTree& tree = index_.tree();
   const uint32_t G = layout_groups_.num_groups();
-  jobs_.clear();
-  job_parts_.resize(size_t(end - first) * G);  // the jobs point into it: sized first
+  // One job per run of consecutive new blocks (one scope, no extra keys:
+  // a block with extra keys is a job of its own): the writer's ring takes a
+  // run with one header and one publication, each block costing the copy
+  // of its tokens and block addresses here and its hold.
+  const size_t n = size_t(end - first);
+  if (run_tickets_.size() < n) {
+    run_tickets_.resize(n);
+    run_priorities_.resize(n);
+    run_tokens_.resize(n * T_);
+    run_parts_.resize(n * G);
+  }
+  run_ = RecordRun{};
   uint32_t scope = UINT32_MAX;
   StoreKeys::ScopeKeys sk;
-  // Jobs past the queue's room are not built, only counted (dropped): an
+  uint32_t last = kNoNode, run_scope = UINT32_MAX;  // the run's last block, its scope
+  // Blocks past the queue's room are not built, only counted (dropped): an
   // overloaded writer costs the commit a check per block, no key or copy.
-  const size_t room = writer_->room();
+  size_t room = writer_->room();
   uint64_t no_room = 0;
   for (uint64_t b = first; b < end; ++b) {
     const BlockRetention r = s.retention_of_block(b, T_);
@@ -136,47 +147,76 @@ void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end) {
       own = blk != kNoBlock && blk == s.blocks[g][b];
     }
     if (!own) continue;
-    if (jobs_.size() == room) {  // counted, nothing more (the writer is behind)
+    if (room == 0) {  // counted, nothing more (the writer is behind)
       ++no_room;
       continue;
     }
-    const unsigned char** parts = &job_parts_[jobs_.size() * G];
-    for (uint32_t g = 0; g < G; ++g)
-      parts[g] = memory_[layout_groups_.group_pool[g]]->block(tree.block(node, g));
-    // The key is the writer's to make: here only what it chains on. A
-    // parent whose own job is still out chains on that job's key.
-    RecordWrite w;
-    w.ticket = node;
-    if (own_[t.parent]) w.parent_ticket = t.parent;
-    else w.parent = keys_.node_key(t.parent);  // memoized (the writer's), or made now
+    --room;
     if (t.scope != scope) {
       scope = t.scope;
       sk = keys_.scope_keys(index_.scope_bytes(scope));
     }
-    w.scope_hash = sk.hash;
-    w.scope_digest = sk.digest;
-    if (!t.extra.empty()) {
-      const StoreKeys::ScopeKeys ek = keys_.extra_keys(t.extra);
-      w.extra_hash = ek.hash;
-      w.extra_digest = ek.digest;
+    const bool extra = !t.extra.empty();
+    if (run_.count > 0 && (extra || t.parent != last || t.scope != run_scope)) submit_run();
+    if (run_.count == 0) {
+      // A new run: what its first block chains on. A parent whose own job
+      // is still out chains on that job's key.
+      run_.parent_ticket = RecordWrite::kNoTicket;
+      run_.parent = StoreKey{};
+      if (own_[t.parent]) run_.parent_ticket = t.parent;
+      else run_.parent = keys_.node_key(t.parent);  // memoized (the writer's), or made now
+      run_.scope_hash = sk.hash;
+      run_.scope_digest = sk.digest;
+      run_scope = t.scope;
     }
-    w.priority = r.priority;
-    w.tokens = tree.tokens(node);
-    w.parts = parts;
+    const size_t i = run_.count;
+    const unsigned char** parts = &run_parts_[i * G];
+    for (uint32_t g = 0; g < G; ++g)
+      parts[g] = memory_[layout_groups_.group_pool[g]]->block(tree.block(node, g));
+    std::memcpy(&run_tokens_[i * T_], tree.tokens(node), T_ * sizeof(int32_t));
+    run_tickets_[i] = node;
+    run_priorities_[i] = r.priority;
+    ++run_.count;
     own_[node] = 1;  // the next block's parent, if it is this one
     held_retention_[node] = r;
-    jobs_.push_back(w);
+    last = node;
+    if (extra) {  // a job of its own, with its extra keys
+      const StoreKeys::ScopeKeys ek = keys_.extra_keys(t.extra);
+      RecordWrite w;
+      w.ticket = node;
+      w.parent_ticket = run_.parent_ticket;
+      w.parent = run_.parent;
+      w.scope_hash = sk.hash;
+      w.scope_digest = sk.digest;
+      w.extra_hash = ek.hash;
+      w.extra_digest = ek.digest;
+      w.priority = r.priority;
+      w.tokens = &run_tokens_[0];
+      w.parts = parts;
+      if (writer_->submit(&w, 1) == 1) acquire(node);
+      else own_[node] = 0;
+      run_.count = 0;
+    }
   }
+  submit_run();
   if (no_room > 0) writer_->count_dropped(no_room);
-  if (jobs_.empty()) return;
-  // No lock: the jobs go into the writer's ring (a prefix of them, the rest
+}
+
+void StoreChain::submit_run() {
+  if (run_.count == 0) return;
+  run_.tickets = run_tickets_.data();
+  run_.priorities = run_priorities_.data();
+  run_.tokens = run_tokens_.data();
+  run_.parts = run_parts_.data();
+  // No lock: the run goes into the writer's ring (a prefix of it, the rest
   // dropped and counted by the writer: none here, as room() said), so no job
   // taken chains on a dropped one.
-  const size_t took = writer_->submit(jobs_.data(), jobs_.size());
-  for (size_t i = 0; i < jobs_.size(); ++i) {
-    if (i < took) acquire(uint32_t(jobs_[i].ticket));
-    else own_[jobs_[i].ticket] = 0;
+  const size_t took = writer_->submit_run(run_);
+  for (size_t i = 0; i < run_.count; ++i) {
+    if (i < took) acquire(uint32_t(run_tickets_[i]));
+    else own_[run_tickets_[i]] = 0;
   }
+  run_.count = 0;
 }
 
 // A node in use keeps its parent in use (the tree's rule: eviction takes

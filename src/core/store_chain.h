@@ -14,9 +14,12 @@
 //    while the worker copies them out, seals the record and puts it into
 //    every store. A node held keeps its parent held too (the tree's rule
 //    that a node in use has its parent in use), walking up to the first
-//    node held already: usually one step. Done jobs come back through the writer's ring, which
-//    the core drains at its next add, commit, remove or flush (settle()), releasing
-//    the references with the retention the block's sequence gives it. An
+//    node held already: usually one step. The blocks of one commit that
+//    follow one another go as one run (RecordRun: one header and one
+//    publication in the ring, per block its tokens and addresses). Done jobs
+//    come back through the writer's ring, which the core drains at its next
+//    add, remove, commit short of room or flush (settle()), releasing the references with the retention
+//    the block's sequence gives it. An
 //    add or extend short of blocks while jobs hold some waits for the
 //    writer (settle: CPU copies, never I/O) and plans again, rather than
 //    refuse a call that would succeed without write-through.
@@ -130,10 +133,16 @@ class StoreChain {
   // already. Never throws.
   void offer(uint32_t node);
   // The commit hook (one call per commit): s's blocks [first, end) are
-  // published; queue a write of each new qualifying node (write-through).
-  // Also drains the done jobs first.
+  // published; queue a write of each new qualifying node (write-through),
+  // one job per run of consecutive blocks. Drains done jobs first when the
+  // queue lacks room for them (drain()).
   void committed(const Sequence& s, uint64_t first, uint64_t end);
-  // Releases the references of the write jobs done (cheap when none).
+  // Releases the references of the write jobs done (cheap when none). An
+  // add and a remove drain; a commit only when the queue lacks room for its
+  // blocks (a decode loop that only commits still frees the queue), so that
+  // a commit's own cost is its jobs. (Bounded batches per call were
+  // measured and moved the releases into the add: see
+  // bench/results/2026-11-28-disk-serving-r2-vm-2cpu.md.)
   void drain();
   // Waits for every queued write and releases every reference (a reset, a
   // flush, tests).
@@ -249,8 +258,14 @@ class StoreChain {
   uint64_t held_count_ = 0;               // nodes held
   std::vector<BlockRetention> held_retention_;  // per node: what its sequence releases it with
   std::vector<WriteDone> done_;           // scratch: done writes (ticket = node, key)
-  std::vector<RecordWrite> jobs_;         // scratch: one commit's jobs
-  std::vector<const unsigned char*> job_parts_;  // scratch: their block addresses
+  // Scratch: the run of blocks a commit is building (RecordRun), its
+  // blocks' tickets, priorities, tokens and addresses.
+  RecordRun run_;
+  std::vector<uint64_t> run_tickets_;
+  std::vector<uint32_t> run_priorities_;
+  std::vector<int32_t> run_tokens_;
+  std::vector<const unsigned char*> run_parts_;
+  void submit_run();  // submits run_ (if any blocks), holds what the writer took
   StoreKeys keys_;
   bool muted_ = false;
   // KV events: per store, the entries announced (hash -> priority), its tier.

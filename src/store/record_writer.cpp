@@ -35,14 +35,13 @@ ThreadedRecordWriter::ThreadedRecordWriter(const RecordLayout& layout,
       hasher_(hash_seed),
       record_(new unsigned char[layout.record_bytes()]),
       ring_(max_jobs == 0 ? 1 : max_jobs),
+      tokens_(ring_.size() * layout.tokens_per_block),
+      parts_(ring_.size() * part_bytes_.size()),
+      runs_(ring_.size()),
       accepted_(new std::atomic<uint64_t>[stores_.size()]) {
   for (size_t s = 0; s < stores_.size(); ++s) accepted_[s].store(0, std::memory_order_relaxed);
   recent_cap_ = 2 * ring_.size() + 16;
   recent_.reserve(recent_cap_ + 1);
-  for (Slot& s : ring_) {
-    s.tokens.resize(layout_.tokens_per_block);
-    s.parts.resize(part_bytes_.size());
-  }
   worker_ = std::thread([this] { run(); });
 }
 
@@ -56,19 +55,72 @@ ThreadedRecordWriter::~ThreadedRecordWriter() {
   worker_.join();
 }
 
+namespace {
+
+// Copies n items of `each` elements from `from` into the ring array `to`
+// (ring entries of `each` elements, `cap` of them) from entry `at` on:
+// one memcpy, two where it wraps.
+template <typename T>
+void copy_into_ring(T* to, size_t cap, size_t each, uint64_t at, const T* from, size_t n) {
+  const size_t first = size_t(at % cap);
+  const size_t before_wrap = std::min(n, cap - first);
+  std::memcpy(to + first * each, from, before_wrap * each * sizeof(T));
+  if (n > before_wrap) std::memcpy(to, from + before_wrap * each, (n - before_wrap) * each * sizeof(T));
+}
+
+}  // namespace
+
 size_t ThreadedRecordWriter::submit(const RecordWrite* jobs, size_t n) {
   const uint64_t tail = tail_.load(std::memory_order_relaxed);
   const size_t took = std::min(n, room());
-  for (size_t i = 0; i < took; ++i) {
-    Slot& s = ring_[(tail + i) % ring_.size()];
-    s.job = jobs[i];
-    std::memcpy(s.tokens.data(), jobs[i].tokens, s.tokens.size() * sizeof(int32_t));
-    std::memcpy(s.parts.data(), jobs[i].parts, s.parts.size() * sizeof(const unsigned char*));
-    s.job.tokens = s.tokens.data();
-    s.job.parts = s.parts.data();
+  const size_t T = layout_.tokens_per_block, G = part_bytes_.size(), cap = ring_.size();
+  for (size_t i = 0; i < took; ++i) {  // each its own run
+    const RecordWrite& j = jobs[i];
+    RunHead& h = next_head();
+    h.parent_ticket = j.parent_ticket;
+    h.parent = j.parent;
+    h.scope_hash = j.scope_hash;
+    h.scope_digest = j.scope_digest;
+    h.extra_hash = j.extra_hash;
+    h.extra_digest = j.extra_digest;
+    Entry& e = ring_[(tail + i) % cap];
+    e.ticket = j.ticket;
+    e.priority = j.priority;
+    e.starts_run = true;
+    copy_into_ring(tokens_.data(), cap, T, tail + i, j.tokens, 1);
+    copy_into_ring(parts_.data(), cap, G, tail + i, j.parts, 1);
   }
   if (n > took) dropped_.fetch_add(n - took, std::memory_order_relaxed);
+  if (took > 0) publish(tail, took);
+  return took;
+}
+
+size_t ThreadedRecordWriter::submit_run(const RecordRun& run) {
+  const uint64_t tail = tail_.load(std::memory_order_relaxed);
+  const size_t took = std::min(run.count, room());
+  if (run.count > took) dropped_.fetch_add(run.count - took, std::memory_order_relaxed);
   if (took == 0) return 0;
+  const size_t T = layout_.tokens_per_block, G = part_bytes_.size(), cap = ring_.size();
+  RunHead& h = next_head();
+  h.parent_ticket = run.parent_ticket;
+  h.parent = run.parent;
+  h.scope_hash = run.scope_hash;
+  h.scope_digest = run.scope_digest;
+  h.extra_hash = 0;
+  h.extra_digest = ChainDigest{};
+  for (size_t i = 0; i < took; ++i) {
+    Entry& e = ring_[(tail + i) % cap];
+    e.ticket = run.tickets[i];
+    e.priority = run.priorities[i];
+    e.starts_run = i == 0;
+  }
+  copy_into_ring(tokens_.data(), cap, T, tail, run.tokens, took);
+  copy_into_ring(parts_.data(), cap, G, tail, run.parts, took);
+  publish(tail, took);
+  return took;
+}
+
+void ThreadedRecordWriter::publish(uint64_t tail, size_t took) {
   // seq_cst store, then load: pairs with the worker's sleep_ store and its
   // load of tail_ (one of the two sees the other). A worker awake finds the
   // jobs itself; one polling finds them within kPoll unless the ring is
@@ -80,7 +132,6 @@ size_t ThreadedRecordWriter::submit(const RecordWrite* jobs, size_t n) {
     std::lock_guard<std::mutex> lock(mu_);  // the worker is waiting or about to
     work_cv_.notify_one();
   }
-  return took;
 }
 
 void ThreadedRecordWriter::take_done(std::vector<WriteDone>& done) {
@@ -116,32 +167,44 @@ void ThreadedRecordWriter::remember(uint64_t ticket, const StoreKey& key) {
   if (it != recent_.end() && it->second.job == oldest.second) recent_.erase(it);
 }
 
-bool ThreadedRecordWriter::key_of(const RecordWrite& job, StoreKey& key) {
-  const StoreKey* parent = &job.parent;
-  if (job.parent_ticket != RecordWrite::kNoTicket) {
-    const auto it = recent_.find(job.parent_ticket);
-    if (it == recent_.end()) return false;
-    parent = &it->second.key;
+bool ThreadedRecordWriter::key_of(uint64_t at, StoreKey& key) {
+  const Entry& e = ring_[at % ring_.size()];
+  const StoreKey* parent = &last_key_;
+  if (e.starts_run) {
+    run_ = runs_[runs_taken_++ % runs_.size()];
+    parent = &run_.parent;
+    if (run_.parent_ticket != RecordWrite::kNoTicket) {
+      const auto it = recent_.find(run_.parent_ticket);
+      parent = it == recent_.end() ? nullptr : &it->second.key;
+    }
+  } else if (!last_keyed_) {
+    parent = nullptr;  // the block before it was not keyed
   }
+  last_keyed_ = parent != nullptr;
+  if (!last_keyed_) return false;
   const uint32_t T = layout_.tokens_per_block;
-  key.hash = hasher_.block(parent->hash, job.scope_hash, job.extra_hash, job.tokens, T);
-  key.digest = block_chain_digest(parent->digest, job.scope_digest, job.extra_digest, job.tokens, T);
-  remember(job.ticket, key);
+  const int32_t* tokens = tokens_.data() + size_t(at % ring_.size()) * T;
+  key.hash = hasher_.block(parent->hash, run_.scope_hash, run_.extra_hash, tokens, T);
+  key.digest = block_chain_digest(parent->digest, run_.scope_digest, run_.extra_digest, tokens, T);
+  remember(e.ticket, key);
+  last_key_ = key;
   return true;
 }
 
-void ThreadedRecordWriter::write(const Slot& slot, const StoreKey& key) {
+void ThreadedRecordWriter::write(uint64_t at, const StoreKey& key) {
   // Blocks into the record's payload, then the header with its checksum.
+  const size_t i = size_t(at % ring_.size());
+  const unsigned char* const* parts = parts_.data() + i * part_bytes_.size();
   unsigned char* payload = record_.get() + layout_.header_bytes();
   for (size_t g = 0; g < part_bytes_.size(); ++g) {
-    std::memcpy(payload, slot.parts[g], part_bytes_[g]);
+    std::memcpy(payload, parts[g], part_bytes_[g]);
     payload += part_bytes_[g];
   }
   RecordKey rk;
   rk.lookup_hash = key.hash;
   rk.digest = key.digest;
-  rk.tokens = slot.tokens.data();
-  seal_record(layout_, rk, slot.job.priority, record_.get());
+  rk.tokens = tokens_.data() + i * layout_.tokens_per_block;
+  seal_record(layout_, rk, ring_[i].priority, record_.get());
 }
 
 void ThreadedRecordWriter::run() {
@@ -172,18 +235,18 @@ void ThreadedRecordWriter::run() {
       if (paused_.load()) continue;
     }
     idle = 0;
-    Slot& slot = ring_[at % ring_.size()];
-    WriteDone& done = slot.done;
+    Entry& entry = ring_[at % ring_.size()];
+    WriteDone& done = entry.done;
     done = WriteDone{};
-    done.ticket = slot.job.ticket;
-    done.keyed = key_of(slot.job, done.key);
+    done.ticket = entry.ticket;
+    done.keyed = key_of(at, done.key);
     if (done.keyed) {
-      write(slot, done.key);
+      write(at, done.key);
       // The later stores copy the record; the first (the disk, where there
       // is one) takes the buffer itself and hands back another: no copy.
       for (size_t s = stores_.size(); s-- > 0;) {
-        took[s] = s == 0 ? stores_[s]->put_buffer(done.key.hash, slot.job.priority, record_)
-                         : stores_[s]->put(done.key.hash, slot.job.priority, record_.get());
+        took[s] = s == 0 ? stores_[s]->put_buffer(done.key.hash, entry.priority, record_)
+                         : stores_[s]->put(done.key.hash, entry.priority, record_.get());
         if (took[s]) accepted_[s].fetch_add(1, std::memory_order_relaxed);
       }
     } else {

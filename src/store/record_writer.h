@@ -5,16 +5,23 @@
 // digests, the tokens and the pool pointers) and never hashes, copies or
 // checksums a block.
 //
-// Jobs live in a ring of max_jobs preallocated slots, handed between the
-// serving thread and the worker without a lock (single producer, single
-// consumer): submit() fills the slots after tail_ and publishes tail_; the
-// worker works on the slot at written_ in place, stores the job's result
-// (ticket and key) in it and publishes written_; take_done() reads the slots
-// in [head_, written_), in submission order, and frees them (head_). So a
-// slot is free again only once the core drained it, the serving thread
-// never takes a lock, waits for one or allocates (submit copies T tokens and
-// G pointers per job), and the two threads share two counters, each written
-// by one of them, on cache lines of their own.
+// Jobs (one block each) live in a ring of max_jobs preallocated entries,
+// handed between the serving thread and the worker without a lock (single
+// producer, single consumer): submit() and submit_run() fill the entries
+// after tail_ and publish tail_ once per call; the worker works on the entry
+// at written_ in place, stores the job's result (ticket and key) in it and
+// publishes written_; take_done() reads the entries in [head_, written_), in
+// submission order, and frees them (head_). The entries' tokens and block
+// addresses are flat arrays (tokens_, parts_: a run's are a memcpy or two),
+// and what a run's blocks share (parent, scope, extra keys) is one header in
+// runs_, read by the worker at the run's first entry: a run costs the
+// serving thread one header and one publication, its blocks their tokens
+// and addresses only. A header's slot is free again once its run's first
+// entry is done, always so by the time it comes round (a run holds at least
+// one entry, and the ring at most max_jobs). So an entry is free again only
+// once the core drained it, the serving thread never takes a lock, waits
+// for one or allocates, and the two threads share two counters, each
+// written by one of them, on cache lines of their own.
 //
 // Waking the worker. A submit never wakes a worker that is awake. An idle
 // worker sleeps on a condition variable with a timeout (kPoll): a submit
@@ -53,6 +60,7 @@ class ThreadedRecordWriter final : public RecordWriter {
   ThreadedRecordWriter& operator=(const ThreadedRecordWriter&) = delete;
 
   size_t submit(const RecordWrite* jobs, size_t n) override;
+  size_t submit_run(const RecordRun& run) override;
   size_t room() const override { return ring_.size() - size_t(tail_.load(std::memory_order_relaxed) - head_); }
   void count_dropped(uint64_t n) override { dropped_.fetch_add(n, std::memory_order_relaxed); }
   void take_done(std::vector<WriteDone>& done) override;
@@ -67,17 +75,33 @@ class ThreadedRecordWriter final : public RecordWriter {
   void set_paused(bool paused) override;
 
  private:
-  struct Slot {
-    RecordWrite job;  // tokens and parts point into the vectors below
-    std::vector<int32_t> tokens;
-    std::vector<const unsigned char*> parts;
-    WriteDone done;  // the worker's result, read by take_done()
+  // One job: its tokens are tokens_[i * T, (i + 1) * T), its block
+  // addresses parts_[i * G, (i + 1) * G) (i: its place in the ring).
+  struct Entry {
+    uint64_t ticket = 0;
+    uint32_t priority = 0;
+    bool starts_run = false;  // its run's header is the worker's next in runs_
+    WriteDone done;           // the worker's result, read by take_done()
+  };
+  // What a run's blocks share; the first chains on parent_ticket's job or
+  // on parent, each next one on the block before it.
+  struct RunHead {
+    uint64_t parent_ticket = RecordWrite::kNoTicket;
+    StoreKey parent;
+    uint64_t scope_hash = 0;
+    ChainDigest scope_digest;
+    uint64_t extra_hash = 0;
+    ChainDigest extra_digest;
   };
   void run();
-  // The worker, outside the lock: the job's key (false: its parent job's is
+  // The serving thread: the next run's header, and making `took` entries
+  // after `tail` visible (waking the worker if it must).
+  RunHead& next_head() { return runs_[runs_submitted_++ % runs_.size()]; }
+  void publish(uint64_t tail, size_t took);
+  // The worker, outside the lock: the job's key (false: its parent's is
   // unknown), then its record.
-  bool key_of(const RecordWrite& job, StoreKey& key);
-  void write(const Slot& slot, const StoreKey& key);
+  bool key_of(uint64_t at, StoreKey& key);
+  void write(uint64_t at, const StoreKey& key);
 
   const RecordLayout layout_;
   const std::vector<uint64_t> part_bytes_;
@@ -99,9 +123,19 @@ class ThreadedRecordWriter final : public RecordWriter {
   size_t recent_cap_ = 0;
   uint64_t jobs_keyed_ = 0;
 
-  std::vector<Slot> ring_;
-  // The serving thread's: jobs drained (slots [head_, tail_) are in use).
+  std::vector<Entry> ring_;
+  std::vector<int32_t> tokens_;              // ring_.size() * T
+  std::vector<const unsigned char*> parts_;  // ring_.size() * G
+  std::vector<RunHead> runs_;                // ring_.size()
+  // The worker's: headers taken, the run it is in, its last block's key.
+  uint64_t runs_taken_ = 0;
+  RunHead run_;
+  bool last_keyed_ = false;
+  StoreKey last_key_;
+  // The serving thread's: jobs drained (entries [head_, tail_) are in
+  // use), run headers written.
   uint64_t head_ = 0;
+  uint64_t runs_submitted_ = 0;
   // Jobs submitted (written by the serving thread) and jobs done (by the
   // worker), each on a cache line of its own.
   alignas(64) std::atomic<uint64_t> tail_{0};

@@ -259,5 +259,90 @@ TEST(RecordWriter, TheDestructorFinishesJobsTheWorkerWasNotWokenFor) {
   EXPECT_EQ(store.hashes.size(), 1u);
 }
 
+// A run (submit_run): one job per block, block i chaining on block i - 1,
+// the first on the run's parent or on the job its parent_ticket names; a
+// run longer than the room is cut (its prefix taken, the rest counted
+// dropped), its blocks wrap round the ring.
+TEST(RecordWriter, ARunChainsItsBlocksAndIsCutAtTheRoom) {
+  Recorder store;
+  ThreadedRecordWriter w(layout(), {kPayload}, {&store}, 4, kSeed);
+  Jobs one(1, 50);  // moves the ring's tail to 1: the run wraps
+  ASSERT_EQ(w.submit(one.writes.data(), 1), 1u);
+  w.flush();
+  std::vector<WriteDone> done;
+  w.take_done(done);
+  ASSERT_EQ(done.size(), 1u);
+
+  Jobs blocks(5);  // tokens {i, i + 1}, payload bytes i
+  std::vector<uint64_t> tickets;
+  std::vector<uint32_t> priorities;
+  std::vector<int32_t> tokens;
+  std::vector<const unsigned char*> parts;
+  for (size_t i = 0; i < 5; ++i) {
+    tickets.push_back(200 + i);
+    priorities.push_back(uint32_t(10 + i));
+    tokens.insert(tokens.end(), blocks.tokens[i].begin(), blocks.tokens[i].end());
+    parts.push_back(blocks.parts[i]);
+  }
+  RecordRun run;
+  run.parent = done[0].key;  // chains on the job before
+  run.count = 5;
+  run.tickets = tickets.data();
+  run.priorities = priorities.data();
+  run.tokens = tokens.data();
+  run.parts = parts.data();
+  EXPECT_EQ(w.submit_run(run), 4u);  // the ring holds 4
+  EXPECT_EQ(w.dropped(), 1u);
+  EXPECT_EQ(w.room(), 0u);
+  w.flush();
+  done.clear();
+  w.take_done(done);
+  ASSERT_EQ(done.size(), 4u);
+  EXPECT_EQ(w.room(), 4u);
+  const PortableHasher h(kSeed);
+  uint64_t parent = root_hash(one.tokens[0]);
+  ChainDigest parent_digest = block_chain_digest(ChainDigest{}, ChainDigest{}, ChainDigest{},
+                                                 one.tokens[0].data(), kT);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(done[i].ticket, 200 + i);
+    ASSERT_TRUE(done[i].keyed);
+    const uint64_t want = h.block(parent, 0, 0, blocks.tokens[i].data(), kT);
+    EXPECT_EQ(done[i].key.hash, want) << i;
+    EXPECT_EQ(done[i].key.digest, block_chain_digest(parent_digest, ChainDigest{}, ChainDigest{},
+                                                     blocks.tokens[i].data(), kT))
+        << i;
+    parent_digest = done[i].key.digest;
+    parent = want;
+  }
+  ASSERT_EQ(store.hashes.size(), 5u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(store.hashes[1 + i], done[i].key.hash);
+    EXPECT_EQ(store.first_bytes[1 + i], i);  // each block's own payload
+  }
+
+  // A second run chains on a job of the first by its ticket.
+  Jobs more(2, 7);
+  std::vector<int32_t> more_tokens = more.tokens[0];
+  more_tokens.insert(more_tokens.end(), more.tokens[1].begin(), more.tokens[1].end());
+  const uint64_t more_tickets[2] = {300, 301};
+  const uint32_t more_priorities[2] = {1, 2};
+  RecordRun next;
+  next.parent_ticket = 203;
+  next.count = 2;
+  next.tickets = more_tickets;
+  next.priorities = more_priorities;
+  next.tokens = more_tokens.data();
+  next.parts = more.parts.data();
+  EXPECT_EQ(w.submit_run(next), 2u);
+  w.flush();
+  done.clear();
+  w.take_done(done);
+  ASSERT_EQ(done.size(), 2u);
+  const uint64_t k0 = h.block(parent, 0, 0, more.tokens[0].data(), kT);
+  EXPECT_EQ(done[0].key.hash, k0);
+  EXPECT_EQ(done[1].key.hash, h.block(k0, 0, 0, more.tokens[1].data(), kT));
+  EXPECT_EQ(w.dropped(), 1u);
+}
+
 }  // namespace
 }  // namespace kvc
