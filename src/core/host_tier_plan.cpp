@@ -96,6 +96,7 @@ void HostTier::plan_victims(const Reservation& r) {
     const uint32_t blk = tree_.block(w, ref_group);
     if (blk != kNoBlock) __builtin_prefetch(&residency_.info(ref_group, blk));
   };
+  const bool no_windows = layout_.windowed.empty();
   // Host nodes leave the tree until every pool has room for `freed` blocks.
   auto make_host_room = [&]() {
     for (;;) {
@@ -115,8 +116,12 @@ void HostTier::plan_victims(const Reservation& r) {
         }
         warm(tree_.node(n1).parent);
       }
-      for (uint32_t g = 0; g < G; ++g)
-        if (tree_.block(h, g) != kNoBlock) ++host_room_[layout_.group_pool[g]];
+      if (no_windows) {  // every slot of a host node is full: its record is not read
+        for (size_t k = 0; k < P; ++k) host_room_[k] += int64_t(layout_.pool_groups[k]);
+      } else {
+        for (uint32_t g = 0; g < G; ++g)
+          if (tree_.block(h, g) != kNoBlock) ++host_room_[layout_.group_pool[g]];
+      }
       const uint32_t hp = tree_.node(h).parent;
       touch(hp);
       ++marks_[hp].gone_host;
