@@ -140,7 +140,6 @@ class Eviction final : public Residency::Reclaimer {
   void trial_take_out(uint32_t node, uint32_t group);
   void trial_put_in(uint32_t node, uint32_t group);  // at the node's priority and age
   bool queued(uint32_t node, uint32_t group) const { return queue(group).contains(node); }
-  void prefetch_queued(uint32_t node) const { policy_.prefetch_contains(node); }  // anchor queue
   void undo_trial();
 
   // The checker (eviction_check.cpp): queues hold exactly the cached

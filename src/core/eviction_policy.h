@@ -36,14 +36,6 @@ class EvictionPolicy {
   uint64_t size() const { return size_; }
   uint64_t age(uint32_t node) const { return links_[node].age; }
   uint32_t priority(uint32_t node) const { return priority_[node]; }
-  // The node queued after `node` in its list (kNoNode: the newest), and a
-  // prefetch of what queue operations on `node` read.
-  uint32_t next(uint32_t node) const { return links_[node].next; }
-  void prefetch_contains(uint32_t node) const { __builtin_prefetch(&priority_[node]); }
-  void prefetch(uint32_t node) const {
-    __builtin_prefetch(&links_[node], 1);
-    __builtin_prefetch(&priority_[node], 1);
-  }
 
   // Nodes of one priority from oldest to newest (for checks and tests).
   template <class F>

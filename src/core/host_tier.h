@@ -128,7 +128,7 @@ class HostTier final : public Tier {
     uint32_t gone_host : 31;      // host children chosen as host victims
     uint32_t excluded : 1;        // held by the call, never a victim
     Marks() : gone_host(0), excluded(0) {}
-    bool clear() const { return gone_primary == 0 && gone_host == 0 && excluded == 0; }
+    bool none() const { return gone_primary == 0 && gone_host == 0 && excluded == 0; }
   };
   std::vector<Marks> marks_;
   std::vector<uint32_t> touched_;      // nodes whose scratch entries are set

@@ -51,7 +51,7 @@ void HostTier::plan_victims(const Reservation& r) {
     undo_.push_back({n, true, t.priority, t.age});
   };
   auto touch = [&](uint32_t n) {
-    if (marks_[n].clear()) touched_.push_back(n);
+    if (marks_[n].none()) touched_.push_back(n);
   };
   auto exclude = [&](uint32_t n, int64_t position) {
     touch(n);
@@ -74,28 +74,6 @@ void HostTier::plan_victims(const Reservation& r) {
     for (uint32_t n : touched_) marks_[n] = Marks();
     touched_.clear();
   };
-  // The plan walks the queues and is bound by memory latency: per victim,
-  // its node and record, its parent's node, marks and tier children, and
-  // (a primary parent) its anchor block's reference count. Fetched ahead:
-  // host victims two ahead in their queue (and the next one's parent);
-  // primary victims by guess: climbing a chain published in one go (ids
-  // consecutive) visits v, v - 1, v - 2, ...
-  auto warm = [&](uint32_t n) {
-    tree_.prefetch_node(n);
-    tree_.prefetch_blocks(n);
-    __builtin_prefetch(&marks_[n], 1);
-    index_.prefetch_tier_children(n);
-  };
-  constexpr uint32_t kGuess = 8;
-  const bool has_ref = !layout_.anchors.empty();
-  const uint32_t ref_group = layout_.ref_group;
-  auto warm_guess = [&](uint32_t v) {
-    if (v > kGuess) warm(v - kGuess);
-    const uint32_t w = v - kGuess / 2;
-    if (!has_ref || v <= kGuess / 2 || in_host(w)) return;
-    const uint32_t blk = tree_.block(w, ref_group);
-    if (blk != kNoBlock) __builtin_prefetch(&residency_.info(ref_group, blk));
-  };
   const bool no_windows = layout_.windowed.empty();
   // Host nodes leave the tree until every pool has room for `freed` blocks.
   auto make_host_room = [&]() {
@@ -107,15 +85,6 @@ void HostTier::plan_victims(const Reservation& r) {
       if (h == kNoNode) return false;
       take_out_host(h);
       host_victims_.push_back(h);
-      const uint32_t n1 = policy_.victim();  // its links were just written
-      if (n1 != kNoNode) {
-        const uint32_t n2 = policy_.next(n1);
-        if (n2 != kNoNode) {
-          policy_.prefetch(n2);
-          warm(n2);
-        }
-        warm(tree_.node(n1).parent);
-      }
       if (no_windows) {  // every slot of a host node is full: its record is not read
         for (size_t k = 0; k < P; ++k) host_room_[k] += int64_t(layout_.pool_groups[k]);
       } else {
@@ -131,14 +100,7 @@ void HostTier::plan_victims(const Reservation& r) {
     }
   };
 
-  for (size_t b = 0; b < held.size(); ++b) {
-    if (b + 8 < held.size()) {
-      __builtin_prefetch(&marks_[held[b + 8]], 1);
-      eviction_.prefetch_queued(held[b + 8]);
-      policy_.prefetch_contains(held[b + 8]);
-    }
-    exclude(held[b], int64_t(b));
-  }
+  for (size_t b = 0; b < held.size(); ++b) exclude(held[b], int64_t(b));
   if (partial != kNoNode) exclude(partial, -1);
 
   for (;;) {
@@ -157,7 +119,6 @@ void HostTier::plan_victims(const Reservation& r) {
       continue;
     }
     const uint32_t v = best.node;
-    warm_guess(v);
     for (size_t q = 0; q < P; ++q) freed_[q] = 0;
     for (uint32_t g = 0; g < G; ++g) {
       if (layout_.is_windowed(g)) {
