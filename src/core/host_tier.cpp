@@ -22,9 +22,7 @@ HostTier::HostTier(const GroupLayout& layout, const LayerGrouping& grouping, Pre
       policy_(index.tree().id_bound()),
       min_priority_(min_priority) {
   for (const auto& m : ranks.host_pools(0)) pools_.emplace_back(m->num_blocks(), m->num_blocks());
-  excluded_.assign(tree_.id_bound(), 0);
-  gone_primary_.assign(tree_.id_bound(), 0);
-  gone_host_.assign(tree_.id_bound(), 0);
+  marks_.assign(tree_.id_bound(), Marks());
 }
 
 uint64_t HostTier::count_held(const std::vector<uint32_t>& nodes, uint32_t partial) const {

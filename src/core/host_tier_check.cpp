@@ -102,7 +102,7 @@ void HostTier::check() const {
   // A plan's look-ahead leaves nothing behind.
   if (!undo_.empty() || !touched_.empty()) broken("a plan's look-ahead was not undone");
   for (uint32_t n = 0; n < tree_.id_bound(); ++n)
-    if (excluded_[n] != 0 || gone_primary_[n] != 0 || gone_host_[n] != 0)
+    if (!marks_[n].none())
       broken("tree node " + std::to_string(n) + " keeps a plan's marks");
 }
 

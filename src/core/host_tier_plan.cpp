@@ -51,11 +51,11 @@ void HostTier::plan_victims(const Reservation& r) {
     undo_.push_back({n, true, t.priority, t.age});
   };
   auto touch = [&](uint32_t n) {
-    if (!excluded_[n] && gone_primary_[n] == 0 && gone_host_[n] == 0) touched_.push_back(n);
+    if (marks_[n].none()) touched_.push_back(n);
   };
   auto exclude = [&](uint32_t n, int64_t position) {
     touch(n);
-    excluded_[n] = 1;
+    marks_[n].excluded = 1;
     if (eviction_.queued(n, kAnchor)) eviction_.trial_take_out(n, kAnchor);
     if (policy_.contains(n)) take_out_host(n);
     for (uint32_t g : layout_.windowed)
@@ -71,13 +71,10 @@ void HostTier::plan_victims(const Reservation& r) {
       else policy_.insert_by_age(u.node, u.priority, u.age);
     }
     undo_.clear();
-    for (uint32_t n : touched_) {
-      excluded_[n] = 0;
-      gone_primary_[n] = 0;
-      gone_host_[n] = 0;
-    }
+    for (uint32_t n : touched_) marks_[n] = Marks();
     touched_.clear();
   };
+  const bool no_windows = layout_.windowed.empty();
   // Host nodes leave the tree until every pool has room for `freed` blocks.
   auto make_host_room = [&]() {
     for (;;) {
@@ -88,13 +85,17 @@ void HostTier::plan_victims(const Reservation& r) {
       if (h == kNoNode) return false;
       take_out_host(h);
       host_victims_.push_back(h);
-      for (uint32_t g = 0; g < G; ++g)
-        if (tree_.block(h, g) != kNoBlock) ++host_room_[layout_.group_pool[g]];
+      if (no_windows) {  // every slot of a host node is full: its record is not read
+        for (size_t k = 0; k < P; ++k) host_room_[k] += int64_t(layout_.pool_groups[k]);
+      } else {
+        for (uint32_t g = 0; g < G; ++g)
+          if (tree_.block(h, g) != kNoBlock) ++host_room_[layout_.group_pool[g]];
+      }
       const uint32_t hp = tree_.node(h).parent;
       touch(hp);
-      ++gone_host_[hp];
-      if (hp != RadixTree::kRoot && in_host(hp) && !excluded_[hp] &&
-          tree_.node(hp).num_children == gone_host_[hp])
+      ++marks_[hp].gone_host;
+      if (hp != RadixTree::kRoot && in_host(hp) && !marks_[hp].excluded &&
+          tree_.node(hp).num_children == marks_[hp].gone_host)
         put_in_host(hp);
     }
   };
@@ -135,10 +136,11 @@ void HostTier::plan_victims(const Reservation& r) {
     const uint32_t parent = t.parent;
     if (parent == RadixTree::kRoot) continue;
     touch(parent);
-    ++gone_primary_[parent];
+    const uint32_t gone = ++marks_[parent].gone_primary;
     const TreeNode& pt = tree_.node(parent);
-    if (!in_host(parent) && !excluded_[parent] && index_.node_ref(parent) == 0 &&
-        pt.num_children - index_.tier_children(parent) == gone_primary_[parent])
+    // node_ref (record, then block table) last: the rest rules most out.
+    if (!in_host(parent) && !marks_[parent].excluded &&
+        pt.num_children - index_.tier_children(parent) == gone && index_.node_ref(parent) == 0)
       eviction_.trial_put_in(parent, kAnchor);
   }
   undo_all();
