@@ -253,8 +253,11 @@ TEST_F(Kernels, DecodeEveryKernelPathAndGroupSize) {
                                                        {KVC_DTYPE_F16, KVC_DTYPE_F16},
                                                        {KVC_DTYPE_FP8_E4M3, KVC_DTYPE_BF16},
                                                        {KVC_DTYPE_FP8_E4M3, KVC_DTYPE_F16}};
-  for (int path : {1, 2, 3}) {
-    SCOPED_TRACE(path == 1 ? "CUDA-core kernel" : path == 2 ? "tensor-core kernel" : "tensor-core kernel, other depth");
+  for (int path : {1, 2, 3, 4}) {
+    SCOPED_TRACE(path == 1   ? "CUDA-core kernel"
+                 : path == 2 ? "tensor-core kernel"
+                 : path == 3 ? "tensor-core kernel, other depth"
+                             : "tensor-core kernel, fp8 bit-move dequant");
     ForcePath force(path);
     for (const auto& [kv, q] : types)
       for (uint32_t dim : {64u, 128u})
