@@ -448,7 +448,7 @@ const Variant& variant() {
 
 // The tensor-core kernel (decode_tc_kernel.cuh): heads_per_cta is the
 // group, or 16 for a group that is a multiple of 16.
-template <class KV, class Q, int D, int STAGES, int MINB = 1, int DQ = 0>
+template <class KV, class Q, int D, int STAGES, int MINB = 1>
 Variant tc_variant(uint32_t group) {
   static Variant per_device[kMaxDevices];
   static std::once_flag once[kMaxDevices];
@@ -456,7 +456,7 @@ Variant tc_variant(uint32_t group) {
   std::call_once(once[device], [device] {
     using Tl = TcTiling<KV, D, STAGES>;
     Variant& r = per_device[device];
-    r.decode = decode_tc_kernel<KV, Q, D, STAGES, MINB, DQ>;
+    r.decode = decode_tc_kernel<KV, Q, D, STAGES, MINB>;
     r.merge = merge_kernel<Q, D>;
     r.smem_bytes = Tl::kSmemBytes;
     r.threads = kTcThreads;
@@ -523,16 +523,12 @@ std::atomic<int> g_path_override{0};
 // 4 of raw tiles (64 KiB, three blocks per SM: the tile is converted in
 // registers, so more warps hide its latency). Override 3 picks 4 stages
 // (128 KiB, one block per SM) for 16-bit K/V and 3 stages (48 KiB, four
-// blocks per SM) for fp8 instead; override 4 (fp8, head dim 128) the
-// default shape with the bit-move dequant (DQ 1, decode_tc_kernel.cuh).
-// On an H100 (bench/results/2026-11-28-kernels-h100.md) the 16-bit
+// blocks per SM, 1-4% slower on an H200) for fp8 instead. On an H100 (bench/results/2026-11-28-kernels-h100.md) the 16-bit
 // defaults were as fast or faster on most rows.
 template <class KV, class Q, int D>
 Variant pick_tc_stages(uint32_t group, int alt) {
   if constexpr (std::is_same_v<KV, fp8_t>) {
     if (alt == 3) return tc_variant<KV, Q, D, 3, 4>(group);
-    if constexpr (D == 128)
-      if (alt == 4) return tc_variant<KV, Q, D, 4, 3, 1>(group);
     return tc_variant<KV, Q, D, 4, 3>(group);
   } else {
     if (alt == 3) return tc_variant<KV, Q, D, 4>(group);

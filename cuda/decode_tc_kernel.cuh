@@ -79,43 +79,30 @@ __device__ __forceinline__ uint32_t fp8_v_chunk(int r, int c) {
   return uint32_t(r * D + ((c ^ f) << 4));
 }
 
-// e4m3 -> f16 pairs for the mma operands. DQ 0: the hardware conversion
-// (cvt.rn.f16x2.e4m3x2: exact, NaN kept). DQ 1: bit moves only (FlashInfer's
-// fast dequant without its multiply): the sign to bit 15 and the other
-// seven bits to bits 7..13 give the value times 2^-8 exactly, subnormals
-// included (NaN bytes, which the store never writes, read as 1.875 * 2^-8);
-// the kernel folds 2^8 into its scales.
-// Bytes 1 and 3 of q (e4m3) as an f16 pair, times 2^-8.
-__device__ __forceinline__ uint32_t fp8_bits_f16x2(uint32_t q) {
-  return (q & 0x80008000u) | ((q >> 1) & 0x3f803f80u);
-}
+// e4m3 -> f16 pairs for the mma operands: cvt.rn.f16x2.e4m3x2 (exact, NaN
+// kept). Measured on an H200 (bench/results/2026-11-28-kernels-h200-r2.md):
+// FlashInfer's bit-move dequant (sign to bit 15, the other seven bits to
+// bits 7..13, 2^8 folded into the scales) made the kernel 20-25% slower:
+// three integer instructions per pair cost more issue slots than one cvt.
 // The e4m3 pair in 16-bit half H of x (low byte -> low half).
-template <int DQ, int H>
+template <int H>
 __device__ __forceinline__ uint32_t e4m3x2_f16x2(uint32_t x) {
-  if constexpr (DQ == 0) {
-    uint32_t r;
-    if constexpr (H == 0)
-      asm("{\n .reg .b16 lo, hi;\n mov.b32 {lo, hi}, %1;\n cvt.rn.f16x2.e4m3x2 %0, lo;\n}\n"
-          : "=r"(r) : "r"(x));
-    else
-      asm("{\n .reg .b16 lo, hi;\n mov.b32 {lo, hi}, %1;\n cvt.rn.f16x2.e4m3x2 %0, hi;\n}\n"
-          : "=r"(r) : "r"(x));
-    return r;
-  } else {
-    return fp8_bits_f16x2(__byte_perm(x, 0u, H == 0 ? 0x1404u : 0x3424u));
-  }
+  uint32_t r;
+  if constexpr (H == 0)
+    asm("{\n .reg .b16 lo, hi;\n mov.b32 {lo, hi}, %1;\n cvt.rn.f16x2.e4m3x2 %0, lo;\n}\n"
+        : "=r"(r) : "r"(x));
+  else
+    asm("{\n .reg .b16 lo, hi;\n mov.b32 {lo, hi}, %1;\n cvt.rn.f16x2.e4m3x2 %0, hi;\n}\n"
+        : "=r"(r) : "r"(x));
+  return r;
 }
 // Byte J of a and byte J of b (a -> low half) as an f16 pair.
-template <int DQ, int J>
+template <int J>
 __device__ __forceinline__ uint32_t e4m3_pair_f16x2(uint32_t a, uint32_t b) {
-  if constexpr (DQ == 0) {
-    return e4m3x2_f16x2<0, J % 2>(__byte_perm(a, b, J < 2 ? 0x5140u : 0x7362u));
-  } else {
-    return fp8_bits_f16x2(__byte_perm(a, b, uint32_t(((4 + J) << 12) | (J << 4))));
-  }
+  return e4m3x2_f16x2<J % 2>(__byte_perm(a, b, J < 2 ? 0x5140u : 0x7362u));
 }
 
-template <class KV, class Q, int D, int STAGES, int MINB, int DQ>
+template <class KV, class Q, int D, int STAGES, int MINB>
 __global__ void __launch_bounds__(kTcThreads, MINB) decode_tc_kernel(const __grid_constant__ DecodeParams p) {
   using Tl = TcTiling<KV, D, STAGES>;
   constexpr bool kFp8 = Tl::kFp8;
@@ -220,7 +207,7 @@ __global__ void __launch_bounds__(kTcThreads, MINB) decode_tc_kernel(const __gri
   // dims (D / 4) q4 + 4 kk + {0, 1} and + {2, 3}, so a lane's K operands of
   // one token are D / 4 consecutive bytes.
   uint32_t qa[KS][4];
-  float mult = p.q_scale * (kFp8 && DQ == 1 ? 256.0f : 1.0f);
+  float mult = p.q_scale;
   {
     const Q* q0 = static_cast<const Q*>(p.query) + (uint64_t(b) * p.q_heads + h0) * D;
     const bool lo = g < rows, hi = g + 8 < rows;
@@ -316,7 +303,7 @@ __global__ void __launch_bounds__(kTcThreads, MINB) decode_tc_kernel(const __gri
       for (int kk = 0; kk < KS; ++kk)
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt)
-          mma16816<M>(s[nt], qa[kk], e4m3x2_f16x2<DQ, 0>(kw[nt][kk]), e4m3x2_f16x2<DQ, 1>(kw[nt][kk]));
+          mma16816<M>(s[nt], qa[kk], e4m3x2_f16x2<0>(kw[nt][kk]), e4m3x2_f16x2<1>(kw[nt][kk]));
     }
 
     // Scale (any sign), mask, online softmax per row half h (row g + 8h).
@@ -400,14 +387,14 @@ __global__ void __launch_bounds__(kTcThreads, MINB) decode_tc_kernel(const __gri
       }
 #pragma unroll
       for (int w = 0; w < VW; ++w) {
-        mma16816<M>(o[4 * w], pa, e4m3_pair_f16x2<DQ, 0>(vw[0][w], vw[1][w]),
-                    e4m3_pair_f16x2<DQ, 0>(vw[2][w], vw[3][w]));
-        mma16816<M>(o[4 * w + 1], pa, e4m3_pair_f16x2<DQ, 1>(vw[0][w], vw[1][w]),
-                    e4m3_pair_f16x2<DQ, 1>(vw[2][w], vw[3][w]));
-        mma16816<M>(o[4 * w + 2], pa, e4m3_pair_f16x2<DQ, 2>(vw[0][w], vw[1][w]),
-                    e4m3_pair_f16x2<DQ, 2>(vw[2][w], vw[3][w]));
-        mma16816<M>(o[4 * w + 3], pa, e4m3_pair_f16x2<DQ, 3>(vw[0][w], vw[1][w]),
-                    e4m3_pair_f16x2<DQ, 3>(vw[2][w], vw[3][w]));
+        mma16816<M>(o[4 * w], pa, e4m3_pair_f16x2<0>(vw[0][w], vw[1][w]),
+                    e4m3_pair_f16x2<0>(vw[2][w], vw[3][w]));
+        mma16816<M>(o[4 * w + 1], pa, e4m3_pair_f16x2<1>(vw[0][w], vw[1][w]),
+                    e4m3_pair_f16x2<1>(vw[2][w], vw[3][w]));
+        mma16816<M>(o[4 * w + 2], pa, e4m3_pair_f16x2<2>(vw[0][w], vw[1][w]),
+                    e4m3_pair_f16x2<2>(vw[2][w], vw[3][w]));
+        mma16816<M>(o[4 * w + 3], pa, e4m3_pair_f16x2<3>(vw[0][w], vw[1][w]),
+                    e4m3_pair_f16x2<3>(vw[2][w], vw[3][w]));
       }
     }
     __syncwarp();  // every lane is done with this stage before it is refilled
@@ -442,7 +429,6 @@ __global__ void __launch_bounds__(kTcThreads, MINB) decode_tc_kernel(const __gri
     }
   }
   __syncthreads();
-  const float v_scale = p.v_scale * (kFp8 && DQ == 1 ? 256.0f : 1.0f);
   for (int idx = int(threadIdx.x); idx < rows * D; idx += kTcThreads) {
     const int r = idx / D, d = idx % D;
     float mx = -INFINITY;
@@ -458,10 +444,10 @@ __global__ void __launch_bounds__(kTcThreads, MINB) decode_tc_kernel(const __gri
     }
     const uint64_t row = uint64_t(b) * p.q_heads + h0 + uint32_t(r);
     if (p.num_splits == 1) {
-      static_cast<Q*>(p.out)[row * D + d] = from_f32<Q>(sum > 0.0f ? val * v_scale / sum : 0.0f);
+      static_cast<Q*>(p.out)[row * D + d] = from_f32<Q>(sum > 0.0f ? val * p.v_scale / sum : 0.0f);
     } else {
       const uint64_t part = row * p.num_splits + split;
-      p.ws_out[part * D + d] = val * v_scale;
+      p.ws_out[part * D + d] = val * p.v_scale;
       if (d == 0) p.ws_ml[part] = make_float2(sum > 0.0f ? ref : kNoScore, sum);
     }
   }
