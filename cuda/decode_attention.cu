@@ -337,6 +337,7 @@ __device__ __forceinline__ float block_reduce(float v, float* scratch, Op op) {
 // they are read from L2 once; further partial values come kMergePrefetch
 // loads at a time. The sums run in split order, as before.
 constexpr int kMergePrefetch = 32;
+static_assert(kMergePrefetch == int(kMergeRoundSplits), "the planner keeps to one merge round");
 
 template <class Q, int D>
 __global__ void __launch_bounds__(D) merge_kernel(const __grid_constant__ DecodeParams p) {

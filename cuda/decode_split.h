@@ -19,6 +19,14 @@ namespace kvc {
 constexpr uint64_t kMinSplitTokens = 256;
 constexpr uint64_t kMinSplitTokensFp8 = 128;
 
+// Splits the merge kernel combines in one round trip (its prefetch,
+// decode_attention.cu). When this many splits already give half a wave of
+// thread blocks, the planner cuts no further: a 33rd split costs the merge
+// a second round trip. On an H200 (bench/results/2026-11-28-kernels-h200-r2.md),
+// batch 1, 32 q / 8 kv heads: bf16 32K 38.1 us at 32 splits, 47.2 at 40;
+// fp8 16K 18.8 us at 32, 21.5 at 40, 20.8 at 48.
+constexpr uint64_t kMergeRoundSplits = 32;
+
 struct DecodeShape {
   uint64_t batch = 0;
   uint32_t q_heads = 0;

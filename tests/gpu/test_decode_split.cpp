@@ -49,6 +49,20 @@ TEST(DecodeSplit, OneLongSequenceFillsTheGpu) {
   EXPECT_GE(d.split_tokens, kMinSplitTokens / 2);
 }
 
+TEST(DecodeSplit, OneMergeRoundWhenItFillsHalfAWave) {
+  // fp8 at three blocks per SM: 49 splits would fit the wave, 32 are taken.
+  for (uint64_t tokens : {8192, 16384, 32768}) {
+    DecodeShape s = llama(1, tokens, kMinSplitTokensFp8);
+    s.wave = 132 * 3;
+    EXPECT_LE(plan_decode_split(s).num_splits, kMergeRoundSplits) << tokens;
+  }
+  // One kv head: 32 splits are 32 blocks, far from half a wave: cut further.
+  DecodeShape mqa = llama(1, 32768);
+  mqa.kv_heads = 1;
+  mqa.q_heads = 4;
+  EXPECT_GT(plan_decode_split(mqa).num_splits, kMergeRoundSplits);
+}
+
 TEST(DecodeSplit, Fp8TakesShorterSplits) {
   // Batch 1 x 4096 tokens, 8 blocks without a split: bf16 16 splits of 256
   // tokens, fp8 32 of 128 (one wave of 256 blocks either way).
