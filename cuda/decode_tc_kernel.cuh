@@ -14,8 +14,11 @@
 //  - the 16 lanes of a tile look up one token's block each; the byte
 //    offsets travel to the copying lanes by shuffles. Tokens outside the
 //    range or with a bad block id are zero-filled (not read) and masked;
-//  - S = Q K^T and O += P V with mma.sync (f32 accumulators) fed by
-//    ldmatrix from XOR-swizzled tiles (prefill_kernel.cuh's layout); the
+//  - S = Q K^T and O += P V with mma.sync (f32 accumulators); 16-bit K/V
+//    fed by ldmatrix from XOR-swizzled tiles (prefill_kernel.cuh's layout),
+//    fp8 K/V by each lane reading its operands' bytes from the raw tile
+//    and converting them in registers (permuted head dims for S, permuted
+//    output dims for O: see the loop); three blocks per SM for fp8; the
 //    online softmax runs in registers in the exp2 domain, O rescaled only
 //    when a row's max grew by more than 2^8 (exact);
 //  - the warps' partial (max, sum, O) are merged through shared memory,
