@@ -100,6 +100,11 @@ __global__ void __launch_bounds__(kThreads, 2) decode_kernel(const __grid_consta
   using Tl = Tiling<KV, D, GB>;
   constexpr int TPT = Tl::TPT, TG = Tl::TG, U = Tl::U, LOADS = Tl::LOADS, TILE = Tl::TILE;
   extern __shared__ uint4 smem[];
+  // The merge kernel (a programmatic dependent launch) may be scheduled as
+  // soon as every block of this grid has started: its blocks take SM room
+  // as ours retire and wait (griddepcontrol.wait) for this grid's
+  // completion and memory, so its launch and start-up overlap our tail.
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 
   const uint32_t b = blockIdx.z;
   const uint32_t kvh = blockIdx.y / p.head_chunks;
@@ -308,9 +313,6 @@ __global__ void __launch_bounds__(kThreads, 2) decode_kernel(const __grid_consta
       if (o % D == 0) p.ws_ml[part] = make_float2(mx, sum);
     }
   }
-  // The merge kernel may start launching now (programmatic dependent
-  // launch); it waits for this grid's writes before reading them.
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
 
 // Block-wide reduction over the D threads of a merge block.

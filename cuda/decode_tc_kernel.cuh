@@ -114,6 +114,11 @@ __global__ void __launch_bounds__(kTcThreads, MINB) decode_tc_kernel(const __gri
   constexpr int KS = D / 16;  // k-steps of S = Q K^T
   constexpr int DT = D / 8;   // n-tiles of O
   extern __shared__ __align__(128) unsigned char tc_smem[];
+  // The merge kernel (a programmatic dependent launch) may be scheduled as
+  // soon as every block of this grid has started: its blocks take SM room
+  // as ours retire and wait (griddepcontrol.wait) for this grid's
+  // completion and memory, so its launch and start-up overlap our tail.
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 
   const int warp = int(threadIdx.x >> 5);
   const int lane = int(threadIdx.x & 31);
@@ -454,8 +459,6 @@ __global__ void __launch_bounds__(kTcThreads, MINB) decode_tc_kernel(const __gri
       if (d == 0) p.ws_ml[part] = make_float2(sum > 0.0f ? ref : kNoScore, sum);
     }
   }
-  // The merge kernel may start launching now; it waits for this grid.
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
 
 }  // namespace
