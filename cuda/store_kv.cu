@@ -145,7 +145,7 @@ __global__ void __launch_bounds__(IPT == 1 ? kMaxThreads : kThreads) store_kv_ke
 
 template <class In, class Out, int E, bool Strided, int IPT = kItemsPerThread>
 void launch_with(StoreParams p, uint32_t num_tokens, cudaStream_t stream, uint32_t threads = kThreads) {
-  auto log2_of = [](uint32_t x) -> int { return (x & (x - 1)) == 0 ? __builtin_ctz(x) : -1; };
+  auto log2_of = [](uint32_t x) -> int { return x != 0 && (x & (x - 1)) == 0 ? __builtin_ctz(x) : -1; };
   const int ts = log2_of(p.items_per_token), ks = log2_of(p.items_per_kv), rs = log2_of(p.items_per_row);
   p.pow2 = ts >= 0 && ks >= 0 && rs >= 0;
   p.token_shift = uint32_t(p.pow2 ? ts : 0);
