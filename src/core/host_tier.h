@@ -97,13 +97,18 @@ class HostTier final : public Tier {
   StoreChain* stores_ = nullptr;
   HostTierCounters counters_;
 
-  // The plan of one call (capacity kept between calls).
+  // The plan of one call (capacity kept between calls). Its entries are
+  // built in place (emplace_back): a temporary copied in as one wide load
+  // fails store forwarding and waits for every store before it, the queue
+  // changes' cache misses included.
   struct Victim {
+    Victim(uint32_t n, bool o) : node(n), offload(o) {}
     uint32_t node;
     bool offload;  // else dropped
   };
   std::vector<Victim> victims_;        // primary (anchor) victims, in eviction order
   struct SlotVictim {
+    SlotVictim(uint32_t n, uint32_t g) : node(n), group(g) {}
     uint32_t node;
     uint32_t group;  // a windowed group
   };
@@ -112,6 +117,7 @@ class HostTier final : public Tier {
   std::vector<uint32_t> onboards_;       // held host nodes, root-down
   std::vector<uint32_t> dest_;           // destination blocks, num_groups per moved node
   struct Undo {                          // host queue changes while planning
+    Undo(uint32_t n, bool in, uint32_t p, uint64_t a) : node(n), inserted(in), priority(p), age(a) {}
     uint32_t node;
     bool inserted;  // else removed
     uint32_t priority;

@@ -42,13 +42,13 @@ void HostTier::plan_victims(const Reservation& r) {
 
   constexpr uint32_t kAnchor = Eviction::kAnchor;
   auto take_out_host = [&](uint32_t n) {
-    undo_.push_back({n, false, policy_.priority(n), policy_.age(n)});
+    undo_.emplace_back(n, false, policy_.priority(n), policy_.age(n));
     policy_.remove(n);
   };
   auto put_in_host = [&](uint32_t n) {
     const TreeNode& t = tree_.node(n);
     policy_.insert_by_age(n, t.priority, t.age);
-    undo_.push_back({n, true, t.priority, t.age});
+    undo_.emplace_back(n, true, t.priority, t.age);
   };
   auto touch = [&](uint32_t n) {
     if (marks_[n].none()) touched_.push_back(n);
@@ -114,7 +114,7 @@ void HostTier::plan_victims(const Reservation& r) {
     }
     eviction_.trial_take_out(best.node, best.group);
     if (best.group != kAnchor) {  // a windowed slot, on its own
-      slot_victims_.push_back({best.node, best.group});
+      slot_victims_.emplace_back(best.node, best.group);
       --short_blocks_[p];
       continue;
     }
@@ -132,7 +132,7 @@ void HostTier::plan_victims(const Reservation& r) {
     const bool offload = t.priority >= min_priority_ && make_host_room();
     if (offload)
       for (size_t q = 0; q < P; ++q) host_room_[q] -= freed_[q];
-    victims_.push_back({v, offload});
+    victims_.emplace_back(v, offload);
     const uint32_t parent = t.parent;
     if (parent == RadixTree::kRoot) continue;
     touch(parent);
