@@ -23,6 +23,7 @@ HostTier::HostTier(const GroupLayout& layout, const LayerGrouping& grouping, Pre
       min_priority_(min_priority) {
   for (const auto& m : ranks.host_pools(0)) pools_.emplace_back(m->num_blocks(), m->num_blocks());
   marks_.assign(tree_.id_bound(), Marks());
+  excluded_bits_.assign((uint64_t(tree_.id_bound()) + 63) / 64, 0);
 }
 
 uint64_t HostTier::count_held(const std::vector<uint32_t>& nodes, uint32_t partial) const {

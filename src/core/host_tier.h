@@ -142,6 +142,11 @@ class HostTier final : public Tier {
     bool none() const { return gone_primary == 0 && gone_host == 0 && excluded == 0; }
   };
   std::vector<Marks> marks_;
+  // The excluded marks again, one bit a node: a parent with one child has
+  // no marks entry to read, and this table (id_bound / 8 bytes) stays in
+  // cache.
+  std::vector<uint64_t> excluded_bits_;
+  bool is_excluded(uint32_t n) const { return (excluded_bits_[n >> 6] >> (n & 63)) & 1; }
   std::vector<uint32_t> touched_;      // nodes whose scratch entries are set
   TierCopyBatch batch_;
 };
