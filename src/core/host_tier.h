@@ -113,9 +113,11 @@ class HostTier final : public Tier {
   };
   std::vector<Victim> victims_;        // primary (anchor) victims, in eviction order
   struct SlotVictim {
-    SlotVictim(uint32_t n, uint32_t g) : node(n), group(g) {}
-    uint32_t node;
+    SlotVictim(uint32_t n, uint32_t g) : group(g), node(n) {}
+    // (group first: not a copy of Eviction::Victim's first 8 bytes, which
+    // the compiler would read at once, before the branch, and wait for.)
     uint32_t group;  // a windowed group
+    uint32_t node;
   };
   std::vector<SlotVictim> slot_victims_; // cached windowed slots evicted on their own
   std::vector<uint32_t> host_victims_;   // host nodes evicted to make room, in order

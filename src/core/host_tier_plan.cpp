@@ -79,6 +79,9 @@ void HostTier::plan_victims(const Reservation& r) {
     touched_.clear();
   };
   const bool no_windows = layout_.windowed.empty();
+  // The pool whose block line holds a node's anchor reference count.
+  const BlockPool* ref_pool =
+      layout_.anchors.empty() ? nullptr : &residency_.pool(layout_.group_pool[layout_.ref_group]);
   // Host nodes leave the tree until every pool has room for `freed` blocks.
   auto make_host_room = [&]() {
     for (;;) {
@@ -145,6 +148,14 @@ void HostTier::plan_victims(const Reservation& r) {
     }
     for (size_t q = 0; q < P; ++q) short_blocks_[q] -= freed_[q];
     const TreeNode& t = tree_.node(v);
+    // What the parent's turn below reads, fetched before the host room is
+    // made (its own misses overlap them): the parent's node and its anchor
+    // block's pool line (the record's line was fetched a victim ahead).
+    if (t.parent != RadixTree::kRoot) {
+      tree_.prefetch_node(t.parent);
+      const uint32_t b = ref_pool != nullptr ? tree_.block(t.parent, layout_.ref_group) : kNoBlock;
+      if (b != kNoBlock) ref_pool->prefetch(b);
+    }
     const bool offload = t.priority >= min_priority_ && make_host_room();
     if (offload)
       for (size_t q = 0; q < P; ++q) host_room_[q] -= freed_[q];
