@@ -376,7 +376,6 @@ size_t DiskStore::load_records(const uint64_t* hashes, size_t n, unsigned char* 
   size_t readable = resolved;  // records before the first failed read
   // With sums, each record is hashed as it is read (in cache); a record
   // copied from the queue, after the lock.
-  uint64_t* const no_sums = nullptr;
   for (size_t i = 0; i < resolved && readable == resolved;) {
     if (plan[i].slot == kNoSlot) {
       if (sums != nullptr) sums[i] = record_checksum(out[i], size);
@@ -387,12 +386,12 @@ size_t DiskStore::load_records(const uint64_t* hashes, size_t n, unsigned char* 
     while (j < resolved && plan[j].slot != kNoSlot && plan[j].slot == plan[j - 1].slot + 1 &&
            plan[j].slot / per_slab == plan[i].slot / per_slab)
       ++j;
-    if (slabs_->read(plan[i].slot, out + i, j - i, sums != nullptr ? sums + i : no_sums) != 0) {
+    if (slabs_->read(plan[i].slot, out + i, j - i, sums != nullptr ? sums + i : nullptr) != 0) {
       // Which one: the first that cannot be read alone.
       readable = i;
       while (readable < j &&
              slabs_->read(plan[readable].slot, out + readable, 1,
-                          sums != nullptr ? sums + readable : no_sums) == 0)
+                          sums != nullptr ? sums + readable : nullptr) == 0)
         ++readable;
     }
     i = j;
