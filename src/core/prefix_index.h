@@ -100,9 +100,6 @@ class PrefixIndex {
     if (run.refs != 0) scopes_.unref(run.scope, run.refs);
     run.refs = 0;
   }
-  // Ends the id reservation after `node` (RadixTree::release_after): the
-  // chain it ends stops growing. Changes no outcome.
-  void release_ids_after(uint32_t node) { tree_.release_after(node); }
   // What eviction, retention and tiers keep in a node (priority, age,
   // retention, tier), and the slots that change with evictions and moves.
   TreeNode& node(uint32_t n) { return tree_.node(n); }

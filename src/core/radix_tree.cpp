@@ -12,10 +12,8 @@
 #include "core/block_hash_inline.h"
 #include "core/key_builder.h"
 
-#include <cstdio>
 namespace kvc {
-struct IdsStats { uint64_t sib=0, other=0, succ=0, fall=0, fall_root=0, steal=0; ~IdsStats(){ std::fprintf(stderr,"IDS sib %llu other %llu succ %llu fall %llu root %llu steal %llu\n",(unsigned long long)sib,(unsigned long long)other,(unsigned long long)succ,(unsigned long long)fall,(unsigned long long)fall_root,(unsigned long long)steal);} };
-static IdsStats g_ids;
+
 namespace {
 
 // Table slots: a power of two, at least twice the nodes (linear probing at
@@ -75,9 +73,6 @@ RadixTree::RadixTree(uint32_t max_nodes, uint32_t tokens_per_block, uint32_t num
   first_buckets_ = BigArray<uint64_t>(uint64_t(1) << bits, kEmpty);
   table_mask_ = (uint64_t(1) << bits) - 1;
   table_shift_ = 32 - bits;
-  reserved_.assign((uint64_t(max_nodes) + 1 + 63) / 64, 0);
-  live_bits_.assign(reserved_.size(), 0);
-  live_bits_[0] = 1;  // the root
   free_.reserve(max_nodes);
   free_at_.assign(uint64_t(max_nodes) + 1, 0);
   for (uint32_t i = max_nodes; i > 0; --i) {
@@ -329,54 +324,6 @@ void RadixTree::take_free(uint32_t id) {
   free_.pop_back();
 }
 
-uint32_t RadixTree::free_run_after(uint32_t id) const {
-  const uint64_t bound = nodes_.size();
-  uint32_t run = 0;
-  for (uint64_t y = uint64_t(id) + 1; y < bound && run < kReserveRun; ++y, ++run)
-    if (bit(live_bits_, y) || bit(reserved_, y)) break;
-  return run;
-}
-
-uint32_t RadixTree::pick_free() {
-  const size_t n = free_.size();
-  const size_t depth = std::min<size_t>(n, kPickDepth);
-  size_t best_k = SIZE_MAX;
-  for (size_t k = 0; k < depth; ++k) {
-    const uint32_t id = free_[n - 1 - k];
-    if (reserved(id)) continue;
-    best_k = k;
-    break;
-  }
-  if (best_k != SIZE_MAX) {
-    const uint32_t id = free_[n - 1 - best_k];
-    if (best_k == 0) free_.pop_back();
-    else take_free(id);
-    return id;
-  }
-  // All reserved: the top (the ids after it, if reserved, are its now).
-  ++g_ids.steal;
-  const uint32_t id = free_.back();
-  free_.pop_back();
-  clear_reserved(id);
-  return id;
-}
-
-void RadixTree::reserve_after(uint32_t id) {
-  const uint64_t bound = nodes_.size();
-  if (uint64_t(id) + 1 >= bound || reserved(id + 1)) return;
-  const uint64_t end = std::min<uint64_t>(bound, uint64_t(id) + 1 + kReserveRun);
-  for (uint64_t y = uint64_t(id) + 1; y < end; ++y) {
-    if (bit(live_bits_, y) || reserved(uint32_t(y))) return;
-    set_reserved(uint32_t(y));
-  }
-}
-
-void RadixTree::release_after(uint32_t id) {
-  const uint64_t bound = nodes_.size();
-  for (uint64_t y = uint64_t(id) + 1; y < bound && reserved(uint32_t(y)); ++y)
-    clear_reserved(uint32_t(y));
-}
-
 uint32_t RadixTree::insert(const BlockKey& key, const uint32_t* blocks) {
   NodeExtra extra;
   if (!key.extra->empty()) extra.assign(std::string(*key.extra));  // the only allocation, before any change
@@ -387,15 +334,10 @@ uint32_t RadixTree::insert(const BlockKey& key, const uint32_t* blocks) {
   if (parent != kRoot && uint64_t(parent) + 1 < nodes_.size() && !nodes_[parent + 1].live) {
     id = parent + 1;
     take_free(id);
-    clear_reserved(id);
-    ++g_ids.succ;
   } else {
-    if (parent == kRoot) ++g_ids.fall_root; else ++g_ids.fall;
-    if (parent != kRoot && uint64_t(parent) + 1 < nodes_.size()) { if (nodes_[parent+1].parent == parent) ++g_ids.sib; else ++g_ids.other; }
-    id = pick_free();
+    id = free_.back();
+    free_.pop_back();
   }
-  live_bits_[id >> 6] |= uint64_t(1) << (id & 63);
-  reserve_after(id);
   ++size_;
   // Every field written once (a publish run writes millions of nodes).
   TreeNode& t = nodes_[id];
@@ -458,8 +400,6 @@ void RadixTree::erase(uint32_t id) {
   r[head_at_ + kParent] = kNoNode;  // a successor guess never matches a dead record
   t.extra.clear();
   t.live = false;
-  live_bits_[id >> 6] &= ~(uint64_t(1) << (id & 63));
-  release_after(id);  // its reserved ids follow no live node now
   free_at_[id] = uint32_t(free_.size());
   free_.push_back(id);  // capacity reserved for every node
   --size_;

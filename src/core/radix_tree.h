@@ -243,9 +243,6 @@ class RadixTree {
   uint32_t max_nodes() const { return uint32_t(nodes_.size() - 1); }
   uint32_t id_bound() const { return uint32_t(nodes_.size()); }
   bool full() const { return free_.empty(); }
-  // Ends the reservation of the ids after `id` (a chain that stops
-  // growing: its sequence is gone). Changes no outcome.
-  void release_after(uint32_t id);
   uint32_t tokens_per_block() const { return tokens_per_block_; }
   uint32_t num_groups() const { return num_groups_; }
 
@@ -298,36 +295,6 @@ class RadixTree {
   std::vector<uint32_t> free_at_;   // per free id, its index in free_
   // Takes free id `id` out of the stack (the top fills its place).
   void take_free(uint32_t id);
-
-  // Id reservations: ids ahead of a chain's tail kept for it. Many chains
-  // grow at once (decode steps, prefill chunks of other prompts), and an
-  // insert that cannot take its parent + 1 takes the top of the free
-  // stack, which is most often the id right after the node another chain
-  // took a moment ago (eviction pushes a chain's ids in reverse order):
-  // that chain's next node then finds its successor taken. So every insert
-  // reserves the free ids after its own (up to kReserveRun, stopping at a
-  // live or reserved id) when the id after it is not reserved yet, and an
-  // insert without a free successor takes, among the top kPickDepth ids of
-  // the stack, the first one not reserved (the top when all are). A
-  // reserved id stays free (full(), and so every outcome, is unchanged:
-  // only which id a node gets); the reservation ends when the id is taken,
-  // when the node before the run is erased, or at release_after (a
-  // sequence's last node once it is gone). Invariant (check_tables): a
-  // reserved id is free and follows a live or reserved id.
-  static constexpr uint32_t kReserveRun = 16;
-  static constexpr uint32_t kPickDepth = 32;
-  static bool bit(const std::vector<uint64_t>& v, uint64_t id) { return (v[id >> 6] >> (id & 63)) & 1; }
-  bool reserved(uint32_t id) const { return bit(reserved_, id); }
-  // Free, unreserved ids right after `id`, up to kReserveRun.
-  uint32_t free_run_after(uint32_t id) const;
-  void set_reserved(uint32_t id) { reserved_[id >> 6] |= uint64_t(1) << (id & 63); }
-  void clear_reserved(uint32_t id) { reserved_[id >> 6] &= ~(uint64_t(1) << (id & 63)); }
-  // Reserves the free ids after `id` (see above), when id + 1 is not yet.
-  void reserve_after(uint32_t id);
-  // A free id for a node whose parent + 1 is taken (see above).
-  uint32_t pick_free();
-  std::vector<uint64_t> reserved_;  // a bit per id
-  std::vector<uint64_t> live_bits_;  // a bit per id: TreeNode::live, packed
   BigArray<uint64_t> buckets_;        // by block hash
   BigArray<uint64_t> first_buckets_;  // by (parent, scope, first token)
   FirstTokenKey first_key_;

@@ -67,24 +67,6 @@ void RadixTree::check_tables() const {
   if (free_.size() + size_ != max_nodes())
     broken("the free node ids (" + std::to_string(free_.size()) + ") and the live nodes (" +
            std::to_string(size_) + ") do not add up to " + std::to_string(max_nodes()));
-  // Reservations (radix_tree.h): a reserved id is free and follows a live
-  // or reserved id; no bit past the ids.
-  if (reserved_.size() != (uint64_t(bound) + 63) / 64)
-    broken("the reservation bits cover " + std::to_string(reserved_.size()) + " words for " +
-           std::to_string(bound) + " ids");
-  for (uint64_t y = bound; y < reserved_.size() * 64; ++y)
-    if ((reserved_[y >> 6] >> (y & 63)) & 1) broken("reservation bit " + std::to_string(y) + " is past the ids");
-  if (reserved(kRoot)) broken("the root's id is reserved");
-  if (live_bits_.size() != reserved_.size()) broken("the live bits have the wrong size");
-  for (uint64_t y = 0; y < live_bits_.size() * 64; ++y)
-    if (bit(live_bits_, y) != (y < bound && nodes_[y].live))
-      broken("live bit " + std::to_string(y) + " disagrees with the node");
-  for (uint32_t n = 1; n < bound; ++n) {
-    if (!reserved(n)) continue;
-    if (nodes_[n].live) broken("live node " + std::to_string(n) + " is reserved");
-    if (!nodes_[n - 1].live && !reserved(n - 1))
-      broken("reserved node id " + std::to_string(n) + " follows neither a live nor a reserved id");
-  }
   for (size_t i = 0; i < free_.size(); ++i) {
     const uint32_t n = free_[i];
     if (n == kRoot || n >= bound || nodes_[n].live)

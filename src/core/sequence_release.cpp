@@ -131,12 +131,6 @@ void Sequences::fork(uint64_t parent, uint64_t child) {
 void Sequences::remove(uint64_t id) {
   Sequence& s = sequence(id);
   if (cfg_.block_reuse && cfg_.partial_reuse) publish_tail(s);
-  // The ids reserved after its last node go back (radix_tree.h).
-  for (uint64_t b = std::min<uint64_t>(s.published + 1, s.num_blocks()); b > 0; --b)
-    if (s.nodes[b - 1] != kNoNode) {
-      index_.release_ids_after(s.nodes[b - 1]);
-      break;
-    }
   // Deepest first, so a parent is always released after its children.
   // Releasing a position reads and writes its node (age, priority), its
   // record's block ids, the pool lines of its own blocks and of the node's
