@@ -54,6 +54,13 @@ void Sequences::commit(uint64_t id, uint64_t num_computed) {
     prefetch_blocks(b);
   static const std::string kNoExtra;
   const bool extras = !s.extra_keys.empty();
+  // The common case of a long new prompt, in a model without windowed
+  // groups, extra keys or events: block b's parent is the node just made
+  // for block b-1 (childless: nothing to find), so publishing it is
+  // link_new_node's work alone, done here without publish_full's other
+  // branches (any block that is not such a case takes publish_full).
+  const bool lean = !extras && layout_.windowed.empty() && !layout_.anchors.empty() &&
+                    index_.events() == nullptr;
   while (s.published < end) {
     const uint64_t next = s.published + kAhead;
     if (next < end)
@@ -61,6 +68,23 @@ void Sequences::commit(uint64_t id, uint64_t num_computed) {
                             uint32_t(kAhead),
                             s.published == 0 ? kNoNode : s.nodes[s.published - 1]);
     if (s.published + kBlocksAhead < end) prefetch_blocks(s.published + kBlocksAhead);
+    if (lean && s.published > 0) {
+      const uint64_t b = s.published;
+      const uint32_t parent = s.nodes[b - 1];
+      if (tree_.node(parent).num_children == 0 && !tree_.full() &&
+          lead_group(s, b) != UINT32_MAX && holds_alone(s, b)) {
+        const BlockKey key{parent, s.scope, s.token_at(b * T_), T_, &kNoExtra,
+                           block_hashes_[b - first]};
+        const uint32_t* blocks = position(s, b);
+        const uint32_t node = index_.insert(key, blocks);
+        for (uint32_t g = 0; g < G; ++g)
+          if (blocks[g] != kNoBlock) residency_.set_node(g, blocks[g], node);
+        eviction_.mark_published(node, s.priority_of_block(b, T_), now);
+        s.nodes[b] = node;
+        s.published = b + 1;
+        continue;
+      }
+    }
     if (!publish_full(s, s.published, extras ? block_extras_[s.published - first] : kNoExtra,
                       block_hashes_[s.published - first], now))
       break;
