@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "base/small_buffer.h"
 
 namespace kvc {
 
@@ -338,13 +339,7 @@ size_t DiskStore::load_records(const uint64_t* hashes, size_t n, unsigned char* 
     uint64_t slot;  // kNoSlot: copied from the queue
     uint32_t generation;
   };
-  Want small[16];
-  std::vector<Want> large;
-  Want* plan = small;
-  if (n > 16) {
-    large.resize(n);
-    plan = large.data();
-  }
+  SmallBuffer<Want, 16> plan(n);
   // 1. Under the lock: where each leading record is.
   size_t resolved = 0;
   bool missed = false;

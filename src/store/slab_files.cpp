@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "base/small_buffer.h"
 #include "core/block_record.h"
 
 namespace kvc {
@@ -167,7 +168,7 @@ int SlabFiles::reserve(uint64_t slot) {
 int SlabFiles::write(uint64_t first, const unsigned char* const* records, size_t n) {
   const int fd = fd_of(first / slots_per_slab_);
   if (fd < 0) return EBADF;
-  std::vector<iovec> iov(n);
+  SmallBuffer<iovec, 16> iov(n);
   for (size_t i = 0; i < n; ++i) iov[i] = iovec{const_cast<unsigned char*>(records[i]), slot_bytes_};
   return transfer(true, fd, iov.data(), n, offset_of(first));
 }
@@ -177,15 +178,9 @@ int SlabFiles::read(uint64_t first, unsigned char* const* out, size_t n, uint64_
   const int fd = slab < num_slabs_ ? fd_of(slab) : -1;
   if (fd < 0) return EIO;
   if (sums == nullptr) {
-    iovec one[16];
-    std::vector<iovec> many;
-    iovec* iov = one;
-    if (n > 16) {
-      many.resize(n);
-      iov = many.data();
-    }
+    SmallBuffer<iovec, 16> iov(n);
     for (size_t i = 0; i < n; ++i) iov[i] = iovec{out[i], slot_bytes_};
-    return transfer(false, fd, iov, n, offset_of(first));
+    return transfer(false, fd, iov.data(), n, offset_of(first));
   }
   // Windows of the run's bytes [at, end): up to kHashWindow bytes and
   // kWindowIov pieces (a piece: the part of one record in the window).
