@@ -8,11 +8,11 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cinttypes>
 #include <cstdio>
 #include <cstring>
 
 #include "base/error.h"
+#include "base/hex.h"
 #include "base/small_buffer.h"
 #include "core/block_record.h"
 
@@ -21,12 +21,6 @@ namespace kvc {
 namespace {
 
 constexpr size_t kMaxIov = IOV_MAX < 1024 ? IOV_MAX : 1024;
-
-std::string hex(uint64_t v, int digits) {
-  char b[24];
-  std::snprintf(b, sizeof b, "%0*" PRIx64, digits, v);
-  return b;
-}
 
 bool parse_hex(const char* s, size_t n, uint64_t* out) {
   uint64_t v = 0;
@@ -72,7 +66,7 @@ int transfer(bool write, int fd, iovec* iov, size_t n, uint64_t offset) {
 SlabFiles::SlabFiles(std::string dir, uint64_t fingerprint, size_t slot_bytes, uint64_t max_slots,
                      uint64_t slab_bytes)
     : dir_(std::move(dir)),
-      prefix_(hex(fingerprint, 16) + "-"),
+      prefix_(hex16(fingerprint) + "-"),
       slot_bytes_(slot_bytes),
       slots_per_slab_(std::max<uint64_t>(1, (slab_bytes != 0 ? slab_bytes : kSlabBytes) / slot_bytes)),
       max_slots_(max_slots) {
@@ -117,7 +111,7 @@ SlabFiles::~SlabFiles() {
 }
 
 std::string SlabFiles::path(uint64_t slab) const {
-  return dir_ + "/" + prefix_ + hex(slab, 4) + ".slab";
+  return dir_ + "/" + prefix_ + hex_digits(slab, 4) + ".slab";
 }
 
 void SlabFiles::scan(size_t head_bytes,
