@@ -64,6 +64,8 @@ class Program {
   void describe_cache();
   void reset_reuse();
   void resize();
+  void flush_tiers();   // the disk configuration: kvc_cache_flush_tiers (fuzz_disk.h)
+  void after_call_disk();  // the disk configuration: deferral feedback, the writer paused again
   void advance_clock(uint8_t f);
   void kernels();
   // Block transfer (fuzz_export.cpp, fuzz_import.cpp).
@@ -83,6 +85,11 @@ class Program {
   // can go wrong.
   std::vector<std::vector<int32_t>> recent_;
   size_t recent_next_ = 0;
+  // The disk configuration's drain operation: the prompt the next add
+  // takes instead of decoding one (the last prompt remembered, and a token).
+  std::vector<int32_t> forced_prompt_;
+  std::shared_ptr<const Options> forced_opts_;  // and its options
+  void drain_and_reload();
   void remember(const std::vector<int32_t>& tokens);
 };
 
