@@ -20,6 +20,7 @@
 
 #include <kvcache/kvcache.h>
 
+#include "fuzz_disk.h"
 #include "fuzz_events.h"
 
 #include "fuzz_options.h"
@@ -38,6 +39,12 @@ struct Counters {
   uint64_t disk_loads = 0;   // adds that loaded blocks from a disk tier
   uint64_t disk_blocks = 0;  // blocks they loaded (checked bit for bit)
   kvc_tier_stats_t disk{};   // the disk tiers' statistics, summed at destruction
+  // The disk configuration (fuzz_disk.h): inputs per disk mode, calls
+  // after which write jobs held blocks, refused calls that gave write-held
+  // blocks back (in use -> cached), the flush and drain operations.
+  uint64_t disk_mode_inputs[3] = {};
+  uint64_t disk_pending_calls = 0, disk_released_on_failure = 0, disk_flushes = 0;
+  uint64_t disk_drains = 0;  // drain operations (every sequence removed, the tree reset)
   // Block transfer (fuzz_export.cpp, fuzz_import.cpp): outcomes of the
   // export and import operations, printed at exit.
   uint64_t exports_ok = 0, exports_refused = 0, exports_unsupported = 0, exports_released = 0;
@@ -143,6 +150,10 @@ class CacheModel {
   // cache. Adds may then find more than the probe (which reads the tree
   // only): blocks loaded from the disk, checked bit for bit as any reuse.
   std::string disk_dir;
+  // How the program treats the disk writer (fuzz_disk.h): 0 flushes before
+  // every add, resize and import, 1 never, 2 never and pauses the writer
+  // after every call.
+  int disk_mode = 0;
   EventMirror mirror;
   // One pool, or pools split statically: a pool's free and cached blocks
   // tell exactly what a call can have (with shared pages they move).
@@ -197,6 +208,9 @@ class CacheModel {
   // free blocks / certainly exceed free + cached (static pools only).
   bool sets_fit_free(uint64_t sets) const;
   bool sets_exceed_all(uint64_t sets) const;
+  // Whether write-through jobs hold blocks now (in use until taken back:
+  // the disk configuration, fuzz_disk.h).
+  bool writes_hold_blocks() const;
 
   // After a successful kvc_cache_resize: the pools' and layers' sizes
   // again (their addresses must not have moved), and the next settle()
@@ -215,6 +229,7 @@ class CacheModel {
   void compare_row(const unsigned char* want, uint64_t pos, const std::vector<std::vector<int32_t>>& ids,
                    const char* whose, uint64_t id, const SeqModel* m) const;
   void unchanged(const Snapshot& now, const char* what) const;
+  bool took_back_writes(const Snapshot& now);
   void write_kv(const std::vector<uint64_t>& ids, const std::vector<uint64_t>& from,
                 bool small_buffer_first);
   void elem(unsigned char* out, uint64_t h, uint32_t layer, uint32_t kv, uint32_t head,

@@ -1,5 +1,6 @@
 // The program's operations that change sequences: add, extend, decode
-// steps, commit, rewind, fork, remove, pin, unpin, reset, the clock.
+// steps, commit, rewind, fork, remove, pin, unpin (those on the whole cache,
+// reset, resize, the clock and the drain, in fuzz_cache_ops.cpp).
 #include "fuzz_ops.h"
 
 #include "fuzz_emit.h"
@@ -53,7 +54,10 @@ void Program::run() {
       case 20: case 21: case 22: remove(); break;
       case 23: pin(); break;
       case 24: unpin(); break;
-      case 25: probe(); break;
+      case 25:  // the disk configuration: a flush where the op's top bits are set
+        if (KVC_FUZZ_DISK && (op >> 6) == 3) flush_tiers();
+        else probe();
+        break;
       case 26: blocks_needed(); break;
       case 27: switch (in_.below(4)) {
           case 0: block_table(); break;
@@ -69,7 +73,20 @@ void Program::run() {
           default: describe_cache(); break;
         }
         break;
-      case 29: if (in_.below(2) == 0) reset_reuse(); else resize(); break;
+      case 29:
+        // The disk configuration, the op's top bits set and no export held:
+        // every sequence and pin removed, the writes flushed and the tree
+        // emptied (the end-of-input drain: in use 0, reset accepted), so
+        // that later adds of recent prompts load their blocks from the disk
+        // (checked bit for bit as any reuse).
+        if (KVC_FUZZ_DISK && (op >> 6) == 3 && c().exports.empty()) {
+          drain_and_reload();
+        } else if (in_.below(2) == 0) {
+          reset_reuse();
+        } else {
+          resize();
+        }
+        break;
       case 30: {
         // Block transfer (fuzz_export.cpp, fuzz_import.cpp) shares this
         // slot with the clock: caches without the manual clock (where the
@@ -83,8 +100,18 @@ void Program::run() {
       }
       default: kernels(); break;
     }
+#if KVC_FUZZ_DISK
+    after_call_disk();
+#endif
   }
 }
+
+// The disk configuration's operations are in fuzz_disk.cpp (its target only).
+#if !KVC_FUZZ_DISK
+void Program::after_call_disk() {}
+void Program::flush_tiers() {}
+void Program::drain_and_reload() {}
+#endif
 
 void Program::add(bool and_commit) {
   CacheModel& m = c();
@@ -96,7 +123,9 @@ void Program::add(bool and_commit) {
         break;
       }
   std::vector<int32_t> tokens = prompt();
-  const std::shared_ptr<const Options> opts = Options::decode(in_);
+  std::shared_ptr<const Options> opts;
+  if (forced_opts_) opts.swap(forced_opts_);
+  else opts = Options::decode(in_);
   const uint8_t f = in_.u8();
   const int32_t* tp = tokens.data();
   uint64_t n = tokens.size();
@@ -116,18 +145,19 @@ void Program::add(bool and_commit) {
     if (!opts->c_decl(on).empty()) emit_line("%s", opts->c_decl(on).c_str());
     emit_line("const int32_t *t%d = %s;", on, c_ints(tp, std::min<uint64_t>(n, tokens.size())).c_str());
   }
-  // With a disk tier, its queue written first, so what the add loads does
-  // not depend on the writer thread's timing; and the add's count is always
-  // asked (it may exceed the probe's).
+  // With a disk tier the add's count is always asked (it may exceed the
+  // probe's). In disk mode 0 its queue is written first, so what the add
+  // loads does not depend on the writer thread's timing; in the others the
+  // add may meet blocks whose write jobs are pending (fuzz_disk.h).
   if (!m.disk_dir.empty()) {
-    ++g_count.check_calls;
-    if (emitting()) emit_line("kvc_cache_flush_tiers(c[%d]);", m.index);
-    const kvc_status_t fs = kvc_cache_flush_tiers(m.cache);
-    if (fs != KVC_OK) finding("kvc_cache_flush_tiers: %s", kvc_last_error_message());
-    // Finished write-through jobs gave their blocks back (in use -> cached):
-    // the state the next calls are compared with.
-    m.check_all();
     want_cached = true;
+    if (m.disk_mode == 0) {
+      ++g_count.check_calls;
+      if (emitting()) emit_line("kvc_cache_flush_tiers(c[%d]);", m.index);
+      const kvc_status_t fs = kvc_cache_flush_tiers(m.cache);
+      if (fs != KVC_OK) finding("kvc_cache_flush_tiers: %s", kvc_last_error_message());
+      m.check_all();
+    }
   }
   // The probe first: what the add must find (the tree's part).
   uint64_t probed = UINT64_MAX;
@@ -498,127 +528,6 @@ void Program::unpin() {
   if (st != KVC_OK) return;
   m.pins.erase(id);
   m.settle();
-}
-
-void Program::reset_reuse() {
-  CacheModel& m = c();
-  Expect e;
-  e.allow(m.last.stats.in_use_blocks == 0 ? KVC_OK : KVC_ERR_INVALID_STATE);
-  if (emitting())
-    emit_call(m.index, "kvc_cache_reset_reuse(c[" + std::to_string(m.index) + "])", "reset_reuse");
-  set_current(m.index, "kvc_cache_reset_reuse");
-  const kvc_status_t st =
-      m.call("kvc_cache_reset_reuse", e, false, [&] { return kvc_cache_reset_reuse(m.cache); });
-  trace("c%d reset_reuse() -> %s\n", m.index, kvc_status_string(st));
-  if (st != KVC_OK) return;
-  m.settle();
-  const kvc_cache_stats_t& s = m.last.stats;
-  if (s.cached_blocks != 0 || s.host_cached_blocks != 0 || s.free_blocks != s.num_blocks)
-    finding("after kvc_cache_reset_reuse: %llu cached, %llu host cached, %llu of %llu free",
-            (unsigned long long)s.cached_blocks, (unsigned long long)s.host_cached_blocks,
-            (unsigned long long)s.free_blocks, (unsigned long long)s.num_blocks);
-}
-
-// kvc_cache_resize to a quarter .. twice the pools now (or a hostile 0 or
-// UINT64_MAX): a shrink over a block in use, a budget below a block of every
-// group or above the ceiling are refused and change nothing; a success keeps
-// every pool's address, and the checks that follow see every live
-// sequence's bytes, and later reuse sees the bytes of the cached blocks it
-// moved.
-void Program::resize() {
-  CacheModel& m = c();
-  const uint8_t f = in_.u8();
-  uint64_t bytes = m.desc.primary_bytes / 4 * (1 + f % 8);
-  if (f >= 0xF8) bytes = (f & 1) ? 0 : UINT64_MAX;
-  Expect e;
-  e.allow(KVC_OK).allow(KVC_ERR_OUT_OF_BLOCKS).allow(KVC_ERR_INVALID_ARGUMENT);
-  if (bytes == 0 || bytes == UINT64_MAX) e = Expect().allow(KVC_ERR_INVALID_ARGUMENT);
-  // A resize first takes back the blocks of finished disk writes (in use ->
-  // cached), even when it is refused: settle that first, as add() does.
-  if (!m.disk_dir.empty()) {
-    ++g_count.check_calls;
-    if (emitting()) emit_line("kvc_cache_flush_tiers(c[%d]);", m.index);
-    if (kvc_cache_flush_tiers(m.cache) != KVC_OK)
-      finding("kvc_cache_flush_tiers: %s", kvc_last_error_message());
-    m.check_all();
-  }
-  if (emitting())
-    emit_call(m.index, "kvc_cache_resize(c[" + std::to_string(m.index) + "], " + c_u64(bytes) + ")",
-              "resize");
-  set_current(m.index, "kvc_cache_resize");
-  const kvc_status_t st =
-      m.call("kvc_cache_resize", e, false, [&] { return kvc_cache_resize(m.cache, bytes); });
-  trace("c%d resize(%llu) -> %s\n", m.index, (unsigned long long)bytes, kvc_status_string(st));
-  if (st != KVC_OK) return;
-  m.relearn_pools();
-  m.settle();
-}
-
-void Program::advance_clock(uint8_t f) {
-  CacheModel& m = c();
-  uint64_t ms = f % 40;
-  if (f >= 0xF0) ms = (f & 1) ? UINT64_MAX : UINT64_MAX - m.clock_ms + 1;
-  Expect e;
-  if (!m.manual_clock) e.allow(KVC_ERR_INVALID_STATE);
-  if (ms > UINT64_MAX - m.clock_ms) e.allow(KVC_ERR_INVALID_ARGUMENT);
-  if (e.empty()) e.allow(KVC_OK);
-  if (emitting())
-    emit_call(m.index, "kvc_cache_advance_clock(c[" + std::to_string(m.index) + "], " + c_u64(ms) + ")", "advance_clock");
-  set_current(m.index, "kvc_cache_advance_clock");
-  const kvc_status_t st = m.call("kvc_cache_advance_clock", e, false,
-                                 [&] { return kvc_cache_advance_clock(m.cache, ms); });
-  trace("c%d advance_clock(%llu) -> %s\n", m.index, (unsigned long long)ms, kvc_status_string(st));
-  if (st != KVC_OK) return;
-  m.clock_ms += ms;
-  m.settle();
-}
-
-void Program::drain(CacheModel& m, const ExportModel* orphan) {
-  set_current(m.index, "the drain at the end of the input");
-  while (!m.seqs.empty()) {
-    const uint64_t id = m.seqs.begin()->first;
-    ++g_count.check_calls;
-    if (kvc_sequence_remove(m.cache, id) != KVC_OK)
-      finding("remove of live sequence %llu: %s", (unsigned long long)id, kvc_last_error_message());
-    m.seqs.erase(id);
-  }
-  while (!m.pins.empty()) {
-    ++g_count.check_calls;
-    if (kvc_sequence_unpin(m.cache, *m.pins.begin()) != KVC_OK)
-      finding("unpin of a pin: %s", kvc_last_error_message());
-    m.pins.erase(m.pins.begin());
-  }
-  if (!m.disk_dir.empty()) {  // write-through jobs hold blocks until they are done
-    ++g_count.check_calls;
-    if (kvc_cache_flush_tiers(m.cache) != KVC_OK)
-      finding("kvc_cache_flush_tiers: %s", kvc_last_error_message());
-  }
-  m.check_all();
-  if (orphan != nullptr) {
-    // Its blocks stay in use (the export holds them): a reset is refused.
-    uint64_t held = 0;
-    for (const auto& ids : orphan->ids) held += ids.size();
-    if (m.last.stats.in_use_blocks != held)
-      finding("%llu blocks in use with no sequence and no pin; the open export holds %llu",
-              (unsigned long long)m.last.stats.in_use_blocks, (unsigned long long)held);
-    ++g_count.check_calls;
-    if (kvc_cache_reset_reuse(m.cache) != KVC_ERR_INVALID_STATE)
-      finding("kvc_cache_reset_reuse with an export open did not return KVC_ERR_INVALID_STATE");
-    m.check_all();
-    return;
-  }
-  if (m.last.stats.in_use_blocks != 0)
-    finding("%llu blocks in use with no sequence and no pin",
-            (unsigned long long)m.last.stats.in_use_blocks);
-  ++g_count.check_calls;
-  if (kvc_cache_reset_reuse(m.cache) != KVC_OK)
-    finding("kvc_cache_reset_reuse with nothing in use: %s", kvc_last_error_message());
-  m.check_all();
-  const kvc_cache_stats_t& s = m.last.stats;
-  if (s.free_blocks != s.num_blocks || s.host_free_blocks != s.host_blocks)
-    finding("after the drain and a reset: %llu of %llu blocks free, %llu of %llu host blocks",
-            (unsigned long long)s.free_blocks, (unsigned long long)s.num_blocks,
-            (unsigned long long)s.host_free_blocks, (unsigned long long)s.host_blocks);
 }
 
 }  // namespace kvc_fuzz
