@@ -161,16 +161,18 @@ class HostTier final : public Tier {
     bool idle() const { return queue_ == nullptr && added_.empty(); }
 
    private:
+    void pop_top();
     struct Added {
       // Built in place: a temporary copied in as a wide load would wait
       // for every store before it (failed store forwarding).
-      Added(uint32_t p, uint32_t n, uint64_t a, uint64_t s) : priority(p), node(n), age(a), seq(s) {}
+      Added(uint32_t p, uint32_t n, uint64_t a, uint64_t s)
+          : priority(p), node(n), age(a), seq(s) {}
       uint32_t priority;
       uint32_t node;
       uint64_t age;
       uint64_t seq;  // order of addition: the later of equal keys goes after
     };
-    // The heap's order (std::push_heap keeps the greatest on top): a after b.
+    // The heap's order (the first entry on top): a after b.
     static bool after(const Added& a, const Added& b) {
       if (a.priority != b.priority) return a.priority > b.priority;
       if (a.age != b.age) return a.age > b.age;

@@ -7,7 +7,6 @@
 // own, and Eviction's through the trial calls) and undoes every change
 // before it returns. Builds that check (debug, fuzz: KVC_CHECK_PLANS) make
 // both plans of a model without windowed groups and require the same one.
-#include <algorithm>
 #include <string>
 
 #include "base/error.h"
@@ -55,8 +54,7 @@ uint32_t HostTier::PlanQueue::take(Skip&& skip, Fetch&& fetch) {
     if (node_ == kNoNode || top.priority < priority_ ||
         (top.priority == priority_ && top.age < queue_->age(node_))) {
       const uint32_t n = top.node;
-      std::pop_heap(added_.begin(), added_.end(), after);
-      added_.pop_back();
+      pop_top();
       return n;
     }
   }
@@ -73,9 +71,56 @@ uint32_t HostTier::PlanQueue::take(Skip&& skip, Fetch&& fetch) {
   return n;
 }
 
+// The heap's moves are written out field by field: std::push_heap and
+// pop_heap pass the moved entry through a stack temporary read back as one
+// wide load, which fails store forwarding and waits for every older store.
 void HostTier::PlanQueue::add(uint32_t node, uint32_t priority, uint64_t age) {
-  added_.emplace_back(priority, node, age, ++seq_);
-  std::push_heap(added_.begin(), added_.end(), after);
+  const uint64_t seq = ++seq_;
+  size_t i = added_.size();
+  added_.emplace_back(priority, node, age, seq);
+  while (i > 0) {  // sift up: parents after the new entry move down
+    const size_t up = (i - 1) / 2;
+    const Added& u = added_[up];
+    if (!(u.priority > priority ||
+          (u.priority == priority && (u.age > age || (u.age == age && u.seq > seq)))))
+      break;
+    added_[i] = u;
+    i = up;
+  }
+  Added& a = added_[i];
+  a.priority = priority;
+  a.node = node;
+  a.age = age;
+  a.seq = seq;
+}
+
+void HostTier::PlanQueue::pop_top() {
+  const size_t n = added_.size() - 1;  // the last entry sifts down from the top
+  if (n == 0) {
+    added_.pop_back();
+    return;
+  }
+  const Added& last = added_[n];
+  const uint32_t priority = last.priority, node = last.node;
+  const uint64_t age = last.age, seq = last.seq;
+  size_t i = 0;
+  for (;;) {
+    size_t c = 2 * i + 1;
+    if (c >= n) break;
+    if (c + 1 < n && after(added_[c], added_[c + 1])) ++c;
+    const Added& d = added_[c];
+    if (!(priority > d.priority ||
+          (priority == d.priority && (age > d.age || (age == d.age && seq > d.seq)))))
+      break;
+    added_[i] = d;
+    i = c;
+  }
+  Added& a = added_[i];
+  a.priority = priority;
+  a.node = node;
+  a.age = age;
+  a.seq = seq;
+  added_.pop_back();
 }
 
 void HostTier::plan_victims(const Reservation& r) {
@@ -221,6 +266,7 @@ void HostTier::plan(const Reservation& r) {
     // block's pool line (the record's line was fetched a victim ahead).
     if (t.parent != RadixTree::kRoot) {
       tree_.prefetch_node(t.parent);
+      index_.prefetch_tier_children(t.parent);
       const uint32_t b = ref_pool != nullptr ? tree_.block(t.parent, layout_.ref_group) : kNoBlock;
       if (b != kNoBlock) ref_pool->prefetch(b);
     }
@@ -248,6 +294,7 @@ void HostTier::plan(const Reservation& r) {
       if (pt.parent != RadixTree::kRoot) {
         tree_.prefetch_node(pt.parent);
         tree_.prefetch_blocks(pt.parent);
+        index_.prefetch_tier_children(pt.parent);
       }
     }
   };
