@@ -20,16 +20,6 @@
 
 namespace kvc {
 
-// Picks the victims that free enough primary blocks in every pool for
-// r.sets block sets, in the order alloc_block() would evict them one by one
-// (evict_one: the lowest (priority, age) among the anchor queue and the
-// windowed groups' queues of a pool still short), the nodes the call holds
-// excepted: their anchor entries, and their windowed slots the call takes
-// (positions >= window_begin[g]; every slot of `partial`). An anchor victim
-// frees every block it has, its queued windowed slots with it. Decides each
-// anchor victim's fate (offload or drop) and the host nodes evicted to make
-// room for the offloads, counted in blocks per pool (a node whose windowed
-// slot is empty has fewer).
 void HostTier::PlanQueue::start(const EvictionPolicy& q) {
   queue_ = &q;
   added_.clear();
@@ -123,6 +113,16 @@ void HostTier::PlanQueue::pop_top() {
   added_.pop_back();
 }
 
+// Picks the victims that free enough primary blocks in every pool for
+// r.sets block sets, in the order alloc_block() would evict them one by one
+// (evict_one: the lowest (priority, age) among the anchor queue and the
+// windowed groups' queues of a pool still short), the nodes the call holds
+// excepted: their anchor entries, and their windowed slots the call takes
+// (positions >= window_begin[g]; every slot of `partial`). An anchor victim
+// frees every block it has, its queued windowed slots with it. Decides each
+// anchor victim's fate (offload or drop) and the host nodes evicted to make
+// room for the offloads, counted in blocks per pool (a node whose windowed
+// slot is empty has fewer).
 void HostTier::plan_victims(const Reservation& r) {
   if (!layout_.windowed.empty()) {
     plan<false>(r);
