@@ -108,6 +108,7 @@ class PrefixIndex {
   uint32_t& holders(uint32_t n) { return tree_.holders(n); }
   // Children of `node` that live in another tier.
   uint32_t tier_children(uint32_t node) const { return tier_children_[node]; }
+  void prefetch_tier_children(uint32_t node) const { __builtin_prefetch(&tier_children_[node]); }
   void add_tier_child(uint32_t parent) { ++tier_children_[parent]; }
   void drop_tier_child(uint32_t parent) { --tier_children_[parent]; }
 
