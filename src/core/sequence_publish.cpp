@@ -102,21 +102,22 @@ void Sequences::commit_chain(Sequence& s, uint64_t first, uint64_t end, uint64_t
   if (G == 1) {
     // One group (its blocks' pool lines read and written through one pointer).
     const uint32_t* const blocks = s.blocks[0].data();
+    BlockPool& pool = residency_.pool_for_nodes(0);
     for (; b < stop; ++b) {
       if (b + kAhead < end)
         tree_.prefetch_insert(hashes[b + kAhead], scope, s.token_at((b + kAhead) * T_)[0],
                               uint32_t(kAhead), parent);
       if (b + kBlocksAhead < end) {
         const uint32_t ahead = blocks[b + kBlocksAhead];
-        if (ahead != kNoBlock) __builtin_prefetch(&residency_.info(0, ahead), 1);
+        if (ahead != kNoBlock) pool.prefetch(ahead);
       }
       const uint32_t blk = blocks[b];
       if (blk == kNoBlock) break;  // nothing to publish
-      const BlockInfo& info = residency_.info(0, blk);
+      const BlockInfo& info = pool.info(blk);
       if (info.ref != 1 || info.node != kNoNode) break;  // not held alone
       const uint32_t node = index_.insert_plain(parent, scope, s.token_at(b * T_), hashes[b], &blk,
                                                 s.priority_of_block(b, T_), now);
-      residency_.set_node(0, blk, node);
+      pool.set_node(blk, node);
       nodes[b] = node;
       parent = node;
     }
