@@ -10,19 +10,6 @@
 
 namespace kvc_fuzz {
 
-namespace {
-
-void trace(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-void trace(const char* fmt, ...) {
-  if (!g_trace) return;
-  va_list ap;
-  va_start(ap, fmt);
-  std::vfprintf(stdout, fmt, ap);
-  va_end(ap);
-}
-
-}  // namespace
-
 void Program::reset_reuse() {
   CacheModel& m = c();
   Expect e;

@@ -19,15 +19,6 @@ namespace kvc_fuzz {
 
 namespace {
 kvc::StoreChain* chain(kvc_cache_t* cache) { return cache->impl->manager().stores(); }
-
-void trace(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-void trace(const char* fmt, ...) {
-  if (!g_trace) return;
-  va_list ap;
-  va_start(ap, fmt);
-  std::vfprintf(stdout, fmt, ap);
-  va_end(ap);
-}
 }  // namespace
 
 bool disk_writes_pending(kvc_cache_t* cache) {

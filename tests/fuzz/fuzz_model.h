@@ -11,7 +11,9 @@
 //    (stats, every sequence and its block ids, every byte of the pools).
 #pragma once
 
+#include <cstdarg>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <set>
@@ -57,6 +59,15 @@ struct Counters {
 extern Counters g_count;
 extern uint32_t g_op;  // the program's operation code, for feedback
 extern bool g_trace;  // KVC_FUZZ_TRACE: print every call of the program
+// Prints like printf when g_trace is on (the program's calls, for a reproducer).
+inline void trace(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+inline void trace(const char* fmt, ...) {
+  if (!g_trace) return;
+  va_list ap;
+  va_start(ap, fmt);
+  std::vfprintf(stdout, fmt, ap);
+  va_end(ap);
+}
 // The call being checked, for finding(): its name and cache (no allocation).
 extern const char* g_current;
 extern int g_current_cache;

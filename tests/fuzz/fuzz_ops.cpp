@@ -17,14 +17,6 @@ namespace {
 
 int g_emit_n = 0;  // names the options of each add in the C reproducer
 
-void trace(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-void trace(const char* fmt, ...) {
-  if (!g_trace) return;
-  va_list ap;
-  va_start(ap, fmt);
-  std::vfprintf(stdout, fmt, ap);
-  va_end(ap);
-}
 
 std::string tokens_str(const int32_t* t, uint64_t n) {
   if (!g_trace || t == nullptr) return t == nullptr ? "NULL" : "";
