@@ -66,7 +66,7 @@ impl StatefulOptions {
 }
 
 /// `kvc_stateful_append_args_t` with raw pointers (device pointers on a
-/// CUDA cache), for [`StatefulOn::append_raw`].
+/// CUDA cache), for [`StatefulOn::append_raw`](crate::StatefulOn::append_raw).
 #[derive(Clone, Copy, Debug)]
 pub struct RawStatefulAppend {
     /// Layer.
@@ -120,7 +120,7 @@ impl RawStatefulAppend {
 }
 
 /// `kvc_stateful_decode_args_t` with raw pointers, for
-/// [`StatefulOn::decode_raw`] and [`StatefulCache::decode_workspace_size`].
+/// [`StatefulOn::decode_raw`](crate::StatefulOn::decode_raw) and [`StatefulCache::decode_workspace_size`](crate::StatefulCache::decode_workspace_size).
 #[derive(Clone, Copy, Debug)]
 pub struct RawStatefulDecode {
     /// Layer.

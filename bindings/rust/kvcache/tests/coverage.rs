@@ -10,10 +10,20 @@ fn sources() -> (String, String) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let bindings = fs::read_to_string(root.join("../kvcache-sys/src/bindings.rs")).unwrap();
     let mut source = String::new();
-    for entry in fs::read_dir(root.join("src")).unwrap() {
-        source += &fs::read_to_string(entry.unwrap().path()).unwrap();
-    }
+    read_tree(&root.join("src"), &mut source);
     (bindings, source)
+}
+
+/// Appends every file under `dir` (modules may have folders of their own).
+fn read_tree(dir: &Path, source: &mut String) {
+    for entry in fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            read_tree(&path, source);
+        } else {
+            *source += &fs::read_to_string(&path).unwrap();
+        }
+    }
 }
 
 /// Whether `name` occurs in `source` as a whole identifier.
