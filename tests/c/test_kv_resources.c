@@ -546,7 +546,8 @@ static void store_and_decode(kvc_cache_t *cache, uint32_t layer, uint32_t heads,
 
 /* Store, decode and prefill on a mixed cache (bf16 dim 128, fp8 dim 64)
  * equal the same on a single-geometry cache of the layer's geometry (the
- * kernels' reference tests are in test_kernels.c and test_decode_cpu.c), bit for bit. */
+ * kernels' reference tests are in test_kernels.c and test_decode_cpu.c),
+ * bit for bit. */
 static void mixed_decode_matches_single(void **state) {
   (void)state;
   const uint32_t n = 37;
