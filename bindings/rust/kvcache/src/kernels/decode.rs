@@ -5,7 +5,7 @@ use std::ptr;
 
 use kvcache_sys as sys;
 
-use super::{check_len, tensor_bytes, BlockTables, TableFormat};
+use super::{check_len, host_tables, tensor_bytes, BlockTables, TableFormat};
 use crate::cache::{sized, Cache, OnStream};
 use crate::error::{check, Error, Result};
 use crate::types::{Dtype, Element, Stream};
@@ -184,40 +184,7 @@ impl Cache {
         let bytes = tensor_bytes(WHAT, rows, args.q_heads, view.head_dim, args.q_dtype)?;
         check_len(WHAT, "query", args.query, bytes, args.q_dtype)?;
         check_len(WHAT, "out", out, bytes, args.q_dtype)?;
-        let (format, table, indptr, stride) = match args.tables {
-            BlockTables::Padded { table, stride } => {
-                let need = rows
-                    .checked_mul(stride as usize)
-                    .ok_or_else(|| Error::invalid(format!("{WHAT}: the table size overflows")))?;
-                if table.len() < need {
-                    return Err(Error::invalid(format!(
-                        "{WHAT}: table has {} entries, {rows} rows of stride {stride} need {need}",
-                        table.len()
-                    )));
-                }
-                (TableFormat::Padded, table, ptr::null(), stride)
-            }
-            BlockTables::Csr { indptr, indices } => {
-                if indptr.len() != rows + 1 {
-                    return Err(Error::invalid(format!(
-                        "{WHAT}: indptr has {} entries, {rows} sequences need {}",
-                        indptr.len(),
-                        rows + 1
-                    )));
-                }
-                if let Some((i, &at)) = indptr
-                    .iter()
-                    .enumerate()
-                    .find(|(_, &at)| at < 0 || at as usize > indices.len())
-                {
-                    return Err(Error::invalid(format!(
-                        "{WHAT}: indptr[{i}] = {at} is outside [0, {}] (the length of indices)",
-                        indices.len()
-                    )));
-                }
-                (TableFormat::Csr, indices, indptr.as_ptr(), 0)
-            }
-        };
+        let (format, table, indptr, stride) = host_tables(WHAT, rows, args.tables)?;
         let raw = RawDecodeArgs {
             layer: args.layer,
             rank: args.rank,

@@ -55,6 +55,21 @@ impl<'a, T: Element> StoreKv<'a, T> {
             v_scale: 1.0,
         }
     }
+
+    /// The same arguments as raw pointers into the slices.
+    fn raw(&self, num_tokens: u32) -> RawStoreArgs {
+        RawStoreArgs {
+            layer: self.layer,
+            rank: self.rank,
+            num_tokens,
+            src_dtype: self.src_dtype,
+            key: self.key.as_ptr().cast(),
+            value: self.value.map_or(ptr::null(), |v| v.as_ptr().cast()),
+            slot_mapping: self.slot_mapping.as_ptr(),
+            k_scale: self.k_scale,
+            v_scale: self.v_scale,
+        }
+    }
 }
 
 /// `kvc_store_args_t` with raw pointers (device pointers on a CUDA cache),
@@ -187,18 +202,7 @@ impl Cache {
         if let Some(value) = args.value {
             check_len(WHAT, "value", value, bytes, args.src_dtype)?;
         }
-        let raw = RawStoreArgs {
-            layer: args.layer,
-            rank: args.rank,
-            num_tokens,
-            src_dtype: args.src_dtype,
-            key: args.key.as_ptr().cast(),
-            value: args.value.map_or(ptr::null(), |v| v.as_ptr().cast()),
-            slot_mapping: args.slot_mapping.as_ptr(),
-            k_scale: args.k_scale,
-            v_scale: args.v_scale,
-        }
-        .to_c();
+        let raw = args.raw(num_tokens).to_c();
         let _memory = self.memory_write();
         // SAFETY: CPU cache: the work runs in the call on host memory; key,
         // value and slot_mapping hold exactly num_tokens tokens of the
@@ -247,18 +251,7 @@ impl Cache {
                 check_reach(WHAT, "value", value, need, args.src_dtype)?;
             }
         }
-        let raw = RawStoreArgs {
-            layer: args.layer,
-            rank: args.rank,
-            num_tokens,
-            src_dtype: args.src_dtype,
-            key: args.key.as_ptr().cast(),
-            value: args.value.map_or(ptr::null(), |v| v.as_ptr().cast()),
-            slot_mapping: args.slot_mapping.as_ptr(),
-            k_scale: args.k_scale,
-            v_scale: args.v_scale,
-        }
-        .to_c();
+        let raw = args.raw(num_tokens).to_c();
         let strides = strides.to_c();
         let _memory = self.memory_write();
         // SAFETY: CPU cache: the work runs in the call on host memory; every
