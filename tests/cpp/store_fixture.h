@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/block_record.h"
+#include "core/block_store.h"
 
 namespace kvc {
 namespace testing_store {
@@ -76,6 +77,15 @@ struct TestRecord {
     seal_record(l, key, priority, bytes.data());
   }
 };
+
+// Loads hashes[0..n) into fresh buffers; returns the leading count.
+inline size_t load_n(BlockStore& s, const std::vector<uint64_t>& hashes,
+                     std::vector<std::vector<unsigned char>>& out) {
+  out.assign(hashes.size(), std::vector<unsigned char>(s.layout().record_bytes()));
+  std::vector<unsigned char*> ptrs;
+  for (auto& b : out) ptrs.push_back(b.data());
+  return s.load(hashes.data(), hashes.size(), ptrs.data());
+}
 
 }  // namespace testing_store
 }  // namespace kvc

@@ -19,15 +19,8 @@ namespace {
 
 using std::chrono::milliseconds;
 using testing_store::TestRecord;
+using testing_store::load_n;
 using testing_store::test_layout;
-
-size_t load_n(BlockStore& s, const std::vector<uint64_t>& hashes,
-              std::vector<std::vector<unsigned char>>& out) {
-  out.assign(hashes.size(), std::vector<unsigned char>(s.layout().record_bytes()));
-  std::vector<unsigned char*> ptrs;
-  for (auto& b : out) ptrs.push_back(b.data());
-  return s.load(hashes.data(), hashes.size(), ptrs.data());
-}
 
 template <class F>
 std::pair<kvc_status_t, std::string> error_of(F&& f) {
