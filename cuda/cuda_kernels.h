@@ -68,10 +68,6 @@ void launch_decode_attention(const DecodeWork& w, const GpuInfo& gpu, KernelErro
 // The workspace size covers
 // both kernels. Not thread safe; not in the C API.
 void set_decode_kernel_override(int path);
-// Tests and benchmarks only: whether the tensor-core decode kernel merges
-// its splits itself (true, default) or leaves them to the merge kernel.
-// Not thread safe; not in the C API.
-void set_decode_fused_merge(bool on);
 
 // Stateful decode attention (stateful_decode.cu): through the beam table,
 // rows that read the same K/V over a chunk read it once.

@@ -7,16 +7,12 @@
 // other groups). set_decode_kernel_override() forces either (tests,
 // benchmarks); the workspace size covers both.
 //
-// The splits of a sequence are combined by decode_merge_kernel.cuh, or, on
-// the tensor-core kernel, by the last block of each (sequence, kv head,
-// chunk) to finish (fused_merge in decode_tc_kernel.cuh), counted on
-// per-stream arrival counters (merge_counters below).
+// The splits of a sequence are combined by decode_merge_kernel.cuh.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <map>
 #include <mutex>
 #include <type_traits>
 
@@ -159,7 +155,6 @@ bool tc_supports(const DecodeWork& w) {
 }
 
 std::atomic<int> g_path_override{0};
-std::atomic<bool> g_fused_merge{true};
 
 // Pipeline stages per warp: 16-bit K/V 3 (96 KiB, two blocks per SM); fp8
 // 4 of raw tiles (64 KiB, three blocks per SM: the tile is converted in
@@ -220,41 +215,9 @@ DecodeShape shape_of(const DecodeWork& w, const Variant& v, const GpuInfo& gpu) 
   return s;
 }
 
-// Arrival counters of the fused merge, one array per (device, stream):
-// calls on one stream run in order and each call leaves its counters at
-// zero, so they are zeroed once, when the array is made (cudaMemset, on the
-// first call on the stream that is not being captured into a graph).
-// Calls on different streams may overlap, so they never share counters.
-// Capacity: a plan with 2+ splits has fewer than 4 waves of base blocks
-// (decode_split.cpp) and a wave is at most 32 blocks per SM. Never freed
-// (a few tens of KiB per stream that ever ran a split decode).
-constexpr uint32_t kMaxBlocksPerSm = 32;
-
-uint32_t* merge_counters(cudaStream_t stream, uint64_t need, const GpuInfo& gpu) {
-  const uint64_t capacity = 4ull * uint64_t(gpu.sm_count) * kMaxBlocksPerSm;
-  if (need > capacity) return nullptr;
-  static std::mutex mu;
-  static std::map<std::pair<int, cudaStream_t>, uint32_t*> arrays;
-  const int device = current_device();
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = arrays.find({device, stream});
-  if (it != arrays.end()) return it->second;
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  cuda_check(cudaStreamIsCapturing(stream, &capture), "cudaStreamIsCapturing");
-  if (capture != cudaStreamCaptureStatusNone) return nullptr;  // the merge kernel then
-  void* ptr = nullptr;
-  cuda_check(cudaMalloc(&ptr, capacity * sizeof(uint32_t)), "cudaMalloc (decode merge counters)");
-  cuda_check(cudaMemset(ptr, 0, capacity * sizeof(uint32_t)), "cudaMemset");
-  uint32_t* counters = static_cast<uint32_t*>(ptr);
-  arrays.emplace(std::make_pair(device, stream), counters);
-  return counters;
-}
-
 }  // namespace
 
 void set_decode_kernel_override(int path) { g_path_override.store(path, std::memory_order_relaxed); }
-
-void set_decode_fused_merge(bool on) { g_fused_merge.store(on, std::memory_order_relaxed); }
 
 uint64_t decode_workspace_bytes(const DecodeWork& w, const GpuInfo& gpu) {
   // Either kernel may run a call of this shape (set_decode_kernel_override):
@@ -313,13 +276,9 @@ void launch_decode_attention(const DecodeWork& w, const GpuInfo& gpu, KernelErro
     fail(KVC_ERR_UNSUPPORTED, "decode attention on CUDA takes at most 65535 sequences per call, got " +
                                   std::to_string(w.batch));
   const dim3 grid(split.num_splits, kv.kv_heads * shape.head_chunks, w.batch);
-  // The tensor-core kernel merges the splits itself (fused_merge) where it
-  // has counters (set_decode_fused_merge(false): the merge kernel).
-  if (split.num_splits > 1 && use_tc(w) && g_fused_merge.load(std::memory_order_relaxed))
-    p.merge_counters = merge_counters(stream, uint64_t(w.batch) * kv.kv_heads * shape.head_chunks, gpu);
   v.decode<<<grid, v.threads, v.smem_bytes, stream>>>(p);
   cuda_check(cudaGetLastError(), "decode attention kernel launch");
-  if (split.num_splits > 1 && p.merge_counters == nullptr) {
+  if (split.num_splits > 1) {
     // Programmatic dependent launch: the merge grid is set up while the
     // decode grid drains, hiding most of the second launch's latency.
     cudaLaunchConfig_t cfg{};

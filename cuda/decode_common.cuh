@@ -40,9 +40,6 @@ struct DecodeParams {
   float v_scale;
   float* ws_out;           // [batch][q_heads][num_splits][head_dim]
   float2* ws_ml;           // [batch][q_heads][num_splits] (max, sum)
-  // Fused merge (decode_tc_kernel.cuh): one arrival counter per (sequence,
-  // kv head, head chunk), zero between calls; NULL: the merge kernel runs.
-  uint32_t* merge_counters;
   KernelErrorRecord* err;
   uint32_t layer;
 };

@@ -105,103 +105,6 @@ __device__ __forceinline__ uint32_t e4m3_pair_f16x2(uint32_t a, uint32_t b) {
   return e4m3x2_f16x2<J % 2>(__byte_perm(a, b, J < 2 ? 0x5140u : 0x7362u));
 }
 
-// The merge of split-KV fused into the decode kernel: each block that took
-// a range (splits 0 .. used - 1) writes its partial rows and counts itself
-// in (a barrier, then one acq_rel atomic: the release covers the block's
-// writes); the last of them merges the `rows` heads of its (sequence, kv
-// head, chunk) and puts the counter back to zero for the next call (calls
-// on one stream run in order). One warp per head, each lane D / 32 output
-// dims: right after the arrival, every lane issues the loads of its dims
-// of up to 32 splits' partial rows (L2, __ldcg) together with split lane's
-// (max, sum), one round trip for all of them; the weights travel by
-// shuffles and the rows are summed in split order.
-constexpr int kFusedRound = 32;
-
-__device__ __forceinline__ uint32_t atomic_add_acq_rel(uint32_t* p, uint32_t v) {
-  uint32_t old;
-  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
-  return old;
-}
-
-template <class Q, int D>
-__device__ __forceinline__ void fused_merge(const DecodeParams& p, uint64_t row0, int rows,
-                                            uint32_t used, uint32_t* counter) {
-  __shared__ uint32_t last;
-  __syncthreads();  // every thread's partial rows, before thread 0's release
-  if (threadIdx.x == 0) {
-    const uint32_t ticket = atomic_add_acq_rel(counter, 1u);
-    last = ticket + 1 == used;
-    if (last) *counter = 0u;  // every arrival is in: no one else touches it this call
-  }
-  __syncthreads();  // the acquire, for every thread
-  if (!last) return;
-  constexpr int V = D / 32;  // output dims per lane
-  const int warp = int(threadIdx.x >> 5);
-  const int lane = int(threadIdx.x & 31);
-  for (int r = warp; r < rows; r += kTcWarps) {
-    const uint64_t row = row0 + uint32_t(r);
-    const float2* ml = p.ws_ml + row * p.num_splits;
-    const float* part = p.ws_out + row * p.num_splits * D + lane * V;
-    // More than one round (forced split counts): the maximum first.
-    float mx = kNoScore;
-    if (used > uint32_t(kFusedRound)) {
-      for (uint32_t s = uint32_t(lane); s < used; s += 32) mx = fmaxf(mx, __ldcg(&ml[s]).x);
-#pragma unroll
-      for (int off = 16; off >= 1; off /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-    }
-    float sum = 0.0f;
-    float val[V];
-#pragma unroll
-    for (int j = 0; j < V; ++j) val[j] = 0.0f;
-    for (uint32_t c = 0; c < used; c += kFusedRound) {
-      const uint32_t n = min(used - c, uint32_t(kFusedRound));
-      float pre[kFusedRound][V];
-#pragma unroll
-      for (int s = 0; s < kFusedRound; ++s) {
-        const float* src = part + uint64_t(c + uint32_t(s)) * D;
-        if (uint32_t(s) < n) {
-          if constexpr (V == 4) {
-            const float4 x = __ldcg(reinterpret_cast<const float4*>(src));
-            pre[s][0] = x.x;
-            pre[s][1] = x.y;
-            pre[s][2] = x.z;
-            pre[s][3] = x.w;
-          } else {
-            const float2 x = __ldcg(reinterpret_cast<const float2*>(src));
-            pre[s][0] = x.x;
-            pre[s][1] = x.y;
-          }
-        } else {
-#pragma unroll
-          for (int j = 0; j < V; ++j) pre[s][j] = 0.0f;
-        }
-      }
-      const bool mine = uint32_t(lane) < n;  // lane's split: c + lane
-      const float2 v = mine ? __ldcg(&ml[c + uint32_t(lane)]) : make_float2(kNoScore, 0.0f);
-      if (used <= uint32_t(kFusedRound)) {
-        mx = v.x;
-#pragma unroll
-        for (int off = 16; off >= 1; off /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-      }
-      const float wt = mine ? exp2f(v.x - mx) : 0.0f;
-      sum += v.y * wt;
-#pragma unroll
-      for (int s = 0; s < kFusedRound; ++s) {
-        const float w = __shfl_sync(0xffffffffu, wt, s);
-        if (uint32_t(s) < n) {
-#pragma unroll
-          for (int j = 0; j < V; ++j) val[j] += w * pre[s][j];
-        }
-      }
-    }
-#pragma unroll
-    for (int off = 16; off >= 1; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-    Q* out = static_cast<Q*>(p.out) + row * D + lane * V;
-#pragma unroll
-    for (int j = 0; j < V; ++j) out[j] = from_f32<Q>(sum > 0.0f ? val[j] / sum : 0.0f);
-  }
-}
-
 template <class KV, class Q, int D, int STAGES, int MINB>
 __global__ void __launch_bounds__(kTcThreads, MINB) decode_tc_kernel(const __grid_constant__ DecodeParams p) {
   using Tl = TcTiling<KV, D, STAGES>;
@@ -232,9 +135,8 @@ __global__ void __launch_bounds__(kTcThreads, MINB) decode_tc_kernel(const __gri
   const uint32_t t0 = seq.start + split * p.split_tokens;
   const uint32_t t1 = min(seq.len, t0 + p.split_tokens);
   if (t0 >= t1) {
-    // As the CUDA-core kernel: zeros with one split, else the merge skips
-    // it. Fused merge: nothing to merge when split 0 is empty (no tokens).
-    if (p.num_splits == 1 || (p.merge_counters != nullptr && split == 0)) {
+    // As the CUDA-core kernel: zeros with one split, else the merge skips it.
+    if (p.num_splits == 1) {
       for (int i = int(threadIdx.x); i < rows * D; i += kTcThreads)
         static_cast<Q*>(p.out)[(uint64_t(b) * p.q_heads + h0) * D + i] = from_f32<Q>(0.0f);
     }
@@ -556,11 +458,6 @@ __global__ void __launch_bounds__(kTcThreads, MINB) decode_tc_kernel(const __gri
       p.ws_out[part * D + d] = val * p.v_scale;
       if (d == 0) p.ws_ml[part] = make_float2(sum > 0.0f ? ref : kNoScore, sum);
     }
-  }
-  if (p.num_splits > 1 && p.merge_counters != nullptr) {
-    const uint32_t used = (seq.len - seq.start + p.split_tokens - 1) / p.split_tokens;
-    fused_merge<Q, D>(p, uint64_t(b) * p.q_heads + h0, rows, used,
-                      p.merge_counters + uint64_t(b) * gridDim.y + blockIdx.y);
   }
 }
 

@@ -18,8 +18,7 @@
 // only, cold GPU time alone (no warm, host or prefill-kernel columns, no
 // peers unless --peers is given: FlashInfer's cold time then too): the
 // quick A/B of two builds. KVC_DECODE_SPLITS=N forces the
-// number of splits (kvc::set_decode_split_override); KVC_DECODE_FUSED=0
-// leaves the splits to the merge kernel (kvc::set_decode_fused_merge).
+// number of splits (kvc::set_decode_split_override).
 #include <array>
 #include <cmath>
 #include <cstdlib>
@@ -148,7 +147,6 @@ int main(int argc, char** argv) {
     kvc::set_decode_kernel_override(std::atoi(path));
     std::printf("decode kernel forced: KVC_DECODE_PATH=%s\n", path);
   }
-  if (const char* fused = std::getenv("KVC_DECODE_FUSED")) kvc::set_decode_fused_merge(std::atoi(fused) != 0);
   if (const char* splits = std::getenv("KVC_DECODE_SPLITS")) {
     kvc::set_decode_split_override(uint32_t(std::atoi(splits)));
     std::printf("decode splits forced: KVC_DECODE_SPLITS=%s\n", splits);

@@ -19,7 +19,6 @@
 
 #include "backend/numeric.h"
 #include "cuda/cuda_kernels.h"
-#include "cuda/decode_split.h"
 #include "kvcache/kvcache.h"
 #include "tests/gpu/kernels_test_fixture.h"
 
@@ -248,49 +247,6 @@ TEST_F(Kernels, DecodeSplitsLongSequences) {
   run_decode(*this, c);
   c.window = 4000;
   run_decode(*this, c);
-}
-
-// The tensor-core kernel's fused merge (the last block of a sequence's kv
-// head combines the splits, counted on per-stream counters that each call
-// leaves at zero) and the merge kernel (kvc::set_decode_fused_merge(false))
-// both match the reference: sequences longer and shorter than others in
-// the batch (splits with no tokens), empty ones, windows, chunks of 16 query
-// heads (four per warp of the merge), head dim 64, and forced split counts
-// above 32 (weights in more than one round of a warp's lanes). Repeated
-// calls check that the counters are back at zero after each.
-struct FusedMerge {
-  explicit FusedMerge(bool on) { kvc::set_decode_fused_merge(on); }
-  ~FusedMerge() { kvc::set_decode_fused_merge(true); }
-};
-struct ForceSplits {
-  explicit ForceSplits(uint32_t n) { kvc::set_decode_split_override(n); }
-  ~ForceSplits() { kvc::set_decode_split_override(0); }
-};
-
-TEST_F(Kernels, DecodeFusedMergeAndMergeKernelAgree) {
-  for (bool fused : {true, false}) {
-    SCOPED_TRACE(fused ? "fused merge" : "merge kernel");
-    FusedMerge mode(fused);
-    for (uint32_t splits : {0u, 48u, 70u}) {
-      SCOPED_TRACE("forced splits " + std::to_string(splits));
-      ForceSplits force(splits);
-      for (uint32_t dim : {64u, 128u})
-        for (uint32_t q_heads : {4u, 32u}) {
-          DecodeCase c;
-          c.shape.kv_heads = 2;
-          c.shape.layers = 1;
-          c.shape.head_dim = dim;
-          c.shape.max_tokens = 20000;
-          c.q_heads = q_heads;  // groups of 2 and 16
-          c.lens = {19000};     // one sequence: up to 74 splits
-          for (int rep = 0; rep < 2; ++rep) run_decode(*this, c);
-          c.lens = {8000, 5, 0, 700, 16};
-          run_decode(*this, c);
-          c.window = 3000;
-          run_decode(*this, c);
-        }
-    }
-  }
 }
 
 // Both decode kernels, each forced (kvc::set_decode_kernel_override): the
