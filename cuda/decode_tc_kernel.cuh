@@ -11,8 +11,10 @@
 //    STAGES shared-memory stages filled with cp.async; a warp waits only
 //    for its own copies (wait_group, then __syncwarp), so the block has no
 //    barrier until the end;
-//  - the 16 lanes of a tile look up one token's block each; the byte
-//    offsets travel to the copying lanes by shuffles. Tokens outside the
+//  - the 16 lanes of a tile look up one token's block each, one step
+//    before the tile's copies are issued (so the table's L2 round trip is
+//    not on the pipeline's path); the byte offsets travel to the copying
+//    lanes by shuffles. Tokens outside the
 //    range or with a bad block id are zero-filled (not read) and masked;
 //  - S = Q K^T and O += P V with mma.sync (f32 accumulators); 16-bit K/V
 //    fed by ldmatrix from XOR-swizzled tiles (prefill_kernel.cuh's layout),
@@ -153,13 +155,20 @@ __global__ void __launch_bounds__(kTcThreads, MINB) decode_tc_kernel(const __gri
   // over lanes 0..15 gives a stage's mask).
   uint32_t valid_bits = 0;
 
-  // Starts the copies of this warp's tile i into stage i % STAGES.
-  auto issue = [&](uint32_t i) {
+  // The table entry of token lane & 15 of this warp's tile i, read one
+  // step before the tile's copies are issued (the copies' addresses need
+  // it: read at the issue, its L2 round trip would stall every step).
+  auto lookup = [&](uint32_t i) -> int32_t {
+    const uint32_t t = t0 + (uint32_t(warp) + kTcWarps * i) * kTcTile + uint32_t(lane & 15);
+    return i < my_tiles && t < t1 ? seq.row[t >> p.block_shift] : 0;
+  };
+  // Starts the copies of this warp's tile i (table entry id) into stage
+  // i % STAGES.
+  auto issue = [&](uint32_t i, int32_t id) {
     const uint32_t stage = i % STAGES;
     const uint32_t t = t0 + (uint32_t(warp) + kTcWarps * i) * kTcTile + uint32_t(lane & 15);
     int64_t off = -1;
     if (t < t1) {
-      const int32_t id = seq.row[t >> p.block_shift];
       if (id < 0 || uint32_t(id) >= p.num_blocks) {
         if (lane < 16)
           record_kernel_error(p.err, kBlockOutOfRange, p.layer, b, id, p.num_blocks, t >> p.block_shift);
@@ -200,11 +209,17 @@ __global__ void __launch_bounds__(kTcThreads, MINB) decode_tc_kernel(const __gri
       }
     }
   };
+  {
+    int32_t ids[STAGES - 1];  // read together: one round trip
 #pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
-    if (uint32_t(s) < my_tiles) issue(uint32_t(s));
-    cp_async_commit();
+    for (int s = 0; s < STAGES - 1; ++s) ids[s] = lookup(uint32_t(s));
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+      if (uint32_t(s) < my_tiles) issue(uint32_t(s), ids[s]);
+      cp_async_commit();
+    }
   }
+  int32_t next_id = lookup(STAGES - 1);
 
   // Q as A fragments (rows g and g + 8; zero rows past the block's heads).
   // fp8 K/V: the mma runs in f16 (fp8 converts to f16 exactly); a bf16
@@ -266,7 +281,8 @@ __global__ void __launch_bounds__(kTcThreads, MINB) decode_tc_kernel(const __gri
   for (uint32_t i = 0; i < my_tiles; ++i) {
     // Refill the stage read in step i - 1 (the warp left it at a __syncwarp).
     const uint32_t ahead = i + STAGES - 1;
-    if (ahead < my_tiles) issue(ahead);
+    if (ahead < my_tiles) issue(ahead, next_id);
+    next_id = lookup(ahead + 1);  // used next step
     cp_async_commit();
     cp_async_wait<STAGES - 1>();  // this lane's copies of step i have landed
     __syncwarp();                 // and every lane's
