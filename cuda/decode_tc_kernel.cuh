@@ -14,8 +14,8 @@
 //  - the 16 lanes of a tile look up one token's block each, one step
 //    before the tile's copies are issued (so the table's L2 round trip is
 //    not on the pipeline's path); the byte offsets travel to the copying
-//    lanes by shuffles. Tokens outside the
-//    range or with a bad block id are zero-filled (not read) and masked;
+//    lanes by shuffles. Tokens outside the range or with a bad block id
+//    are zero-filled (not read) and masked;
 //  - S = Q K^T and O += P V with mma.sync (f32 accumulators); 16-bit K/V
 //    fed by ldmatrix from XOR-swizzled tiles (prefill_kernel.cuh's layout),
 //    fp8 K/V by each lane reading its operands' bytes from the raw tile
