@@ -7,8 +7,12 @@
 //! shape before anything runs, and are safe. On a CUDA cache the data are
 //! device pointers that Rust cannot check: [`OnStream::store_kv_raw`],
 //! [`OnStream::decode_attention_raw`] and
-//! [`OnStream::prefill_attention_raw`] are `unsafe`. Block copies take host lists of block ids on every device and
-//! are safe.
+//! [`OnStream::prefill_attention_raw`] are `unsafe`. Block copies take host
+//! lists of block ids on every device and are safe.
+//!
+//! This file holds the block tables, the checks the kernels share and the
+//! block copies; `kernels/store.rs`, `kernels/decode.rs` and
+//! `kernels/prefill.rs` hold each kernel's arguments and calls.
 
 use std::mem::size_of_val;
 use std::ptr;
