@@ -25,6 +25,24 @@ int usable_device_count(cudaError_t* why) {
   return n;
 }
 
+// A kernel of this build: whether the device can load it tells whether the
+// build has code for the device's compute capability (the default build
+// has sm_90 code and compute_90 PTX, which no older GPU can run).
+__global__ void build_fits_device_kernel() {}
+
+void require_code_for(int ordinal, const cudaDeviceProp& prop) {
+  cudaFuncAttributes attr{};
+  const cudaError_t err = cudaFuncGetAttributes(&attr, build_fits_device_kernel);
+  if (err == cudaSuccess) return;
+  cudaGetLastError();  // not sticky, but leave nothing behind
+  fail(KVC_ERR_DEVICE,
+       "cuda:" + std::to_string(ordinal) + " (" + prop.name + ") has compute capability " +
+           std::to_string(prop.major) + "." + std::to_string(prop.minor) +
+           ", which this build of kvcache has no code for: " + cudaGetErrorName(err) + " (" +
+           cudaGetErrorString(err) + "); its kernels need compute capability 9.0 (H100, H200; " +
+           "built with CMAKE_CUDA_ARCHITECTURES 90)");
+}
+
 }  // namespace
 
 CudaDevice::CudaDevice(int32_t ordinal) : ordinal_(ordinal) {
@@ -46,6 +64,7 @@ CudaDevice::CudaDevice(int32_t ordinal) : ordinal_(ordinal) {
   name_ = "cuda:" + std::to_string(ordinal) + " (" + prop.name + ")";
   gpu_.sm_count = prop.multiProcessorCount;
   activate();
+  require_code_for(ordinal, prop);
   errors_ = static_cast<KernelErrorRecord*>(allocate(sizeof(KernelErrorRecord)));
   cuda_check(cudaMemset(errors_, 0, sizeof(KernelErrorRecord)), "cudaMemset");
   cuda_check(cudaEventCreateWithFlags(&tier_event_, cudaEventDisableTiming), "cudaEventCreate");

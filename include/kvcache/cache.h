@@ -35,8 +35,9 @@ typedef struct kvc_cache kvc_cache_t;
  * @param[out] out Receives the cache, owned by the caller, freed with
  *             kvc_cache_destroy(); untouched on failure.
  * @return KVC_OK; KVC_ERR_INVALID_ARGUMENT (invalid config or NULL);
- *         KVC_ERR_DEVICE (CUDA asked for but not built, no such device, or
- *         no usable driver; the message says which);
+ *         KVC_ERR_DEVICE (CUDA asked for but not built, no such device,
+ *         no usable driver, or a GPU this build has no code for: the CUDA
+ *         kernels need compute capability 9.0; the message says which);
  *         KVC_ERR_OUT_OF_MEMORY (the pool could not be allocated).
  * @since 0.1.0
  */

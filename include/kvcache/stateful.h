@@ -160,7 +160,8 @@ KVC_API void kvc_stateful_options_init(kvc_stateful_options_t *options);
  *         0 or too large, layout, growth step or policy out of range,
  *         max_length too large, initial_length above max_length);
  *         KVC_ERR_UNSUPPORTED (attention windows); KVC_ERR_DEVICE (no such
- *         device); KVC_ERR_OUT_OF_MEMORY (initial_length does not fit).
+ *         device, or a GPU this build has no code for, as kvc_cache_create);
+ *         KVC_ERR_OUT_OF_MEMORY (initial_length does not fit).
  * @since 0.3.0
  */
 KVC_API kvc_status_t kvc_stateful_create(const kvc_config_t *config,

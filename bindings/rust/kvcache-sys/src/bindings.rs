@@ -556,8 +556,9 @@ extern "C" {
     #[doc = " @param[out] out Receives the cache, owned by the caller, freed with"]
     #[doc = "             kvc_cache_destroy(); untouched on failure."]
     #[doc = " @return KVC_OK; KVC_ERR_INVALID_ARGUMENT (invalid config or NULL);"]
-    #[doc = "         KVC_ERR_DEVICE (CUDA asked for but not built, no such device, or"]
-    #[doc = "         no usable driver; the message says which);"]
+    #[doc = "         KVC_ERR_DEVICE (CUDA asked for but not built, no such device,"]
+    #[doc = "         no usable driver, or a GPU this build has no code for: the CUDA"]
+    #[doc = "         kernels need compute capability 9.0; the message says which);"]
     #[doc = "         KVC_ERR_OUT_OF_MEMORY (the pool could not be allocated)."]
     #[doc = " @since 0.1.0"]
     pub fn kvc_cache_create(
@@ -5889,7 +5890,8 @@ extern "C" {
     #[doc = "         0 or too large, layout, growth step or policy out of range,"]
     #[doc = "         max_length too large, initial_length above max_length);"]
     #[doc = "         KVC_ERR_UNSUPPORTED (attention windows); KVC_ERR_DEVICE (no such"]
-    #[doc = "         device); KVC_ERR_OUT_OF_MEMORY (initial_length does not fit)."]
+    #[doc = "         device, or a GPU this build has no code for, as kvc_cache_create);"]
+    #[doc = "         KVC_ERR_OUT_OF_MEMORY (initial_length does not fit)."]
     #[doc = " @since 0.3.0"]
     pub fn kvc_stateful_create(
         config: *const kvc_config_t,
