@@ -39,8 +39,8 @@ void require_code_for(int ordinal, const cudaDeviceProp& prop) {
        "cuda:" + std::to_string(ordinal) + " (" + prop.name + ") has compute capability " +
            std::to_string(prop.major) + "." + std::to_string(prop.minor) +
            ", which this build of kvcache has no code for: " + cudaGetErrorName(err) + " (" +
-           cudaGetErrorString(err) + "); its kernels need compute capability 9.0 (H100, H200; " +
-           "built with CMAKE_CUDA_ARCHITECTURES 90)");
+           cudaGetErrorString(err) + "); its kernels need compute capability 9.0 or newer " +
+           "(the default build targets sm_90 and compute_90)");
 }
 
 }  // namespace

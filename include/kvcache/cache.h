@@ -37,7 +37,8 @@ typedef struct kvc_cache kvc_cache_t;
  * @return KVC_OK; KVC_ERR_INVALID_ARGUMENT (invalid config or NULL);
  *         KVC_ERR_DEVICE (CUDA asked for but not built, no such device,
  *         no usable driver, or a GPU this build has no code for: the CUDA
- *         kernels need compute capability 9.0; the message says which);
+ *         kernels need compute capability 9.0 or newer; the message says
+ *         which);
  *         KVC_ERR_OUT_OF_MEMORY (the pool could not be allocated).
  * @since 0.1.0
  */

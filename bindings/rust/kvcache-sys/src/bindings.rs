@@ -558,7 +558,8 @@ extern "C" {
     #[doc = " @return KVC_OK; KVC_ERR_INVALID_ARGUMENT (invalid config or NULL);"]
     #[doc = "         KVC_ERR_DEVICE (CUDA asked for but not built, no such device,"]
     #[doc = "         no usable driver, or a GPU this build has no code for: the CUDA"]
-    #[doc = "         kernels need compute capability 9.0; the message says which);"]
+    #[doc = "         kernels need compute capability 9.0 or newer; the message says"]
+    #[doc = "         which);"]
     #[doc = "         KVC_ERR_OUT_OF_MEMORY (the pool could not be allocated)."]
     #[doc = " @since 0.1.0"]
     pub fn kvc_cache_create(
