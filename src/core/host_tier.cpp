@@ -166,6 +166,9 @@ void HostTier::prepare(const Reservation& r, void* stream) {
 // ---------------------------------------------------------------------------
 
 void HostTier::prefetch_host_blocks(uint32_t node) const {
+  // evict_node's drop_tier_child: the parent's count (the node's line is
+  // near: prefetch_erase read it kAhead / 2 victims ago).
+  index_.prefetch_tier_children(tree_.node(node).parent);
   for (uint32_t g = 0; g < layout_.num_groups(); ++g) {
     const uint32_t b = tree_.block(node, g);
     if (b != kNoBlock) pools_[layout_.group_pool[g]].prefetch(b);

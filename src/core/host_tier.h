@@ -88,7 +88,8 @@ class HostTier final : public Tier {
   void evict_node(uint32_t node);
   void release_blocks(const uint32_t* blocks);
   // What prepare's loops fetch kAhead nodes ahead: a host victim's host
-  // pool lines; an offload's primary and host pool lines and its parent.
+  // pool lines and its parent's tier-children count; an offload's primary
+  // and host pool lines and its parent.
   static constexpr size_t kAhead = 8;
   void prefetch_host_blocks(uint32_t node) const;
   void prefetch_offload(uint32_t node, const uint32_t* host_blocks) const;
