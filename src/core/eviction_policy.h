@@ -53,6 +53,8 @@ class EvictionPolicy {
   uint32_t next(uint32_t node) const { return links_[node].next; }
   // Fetches the line next() and age() read.
   void prefetch(uint32_t node) const { __builtin_prefetch(&links_[node], 0); }
+  // Fetches the byte contains() reads.
+  void prefetch_queued(uint32_t node) const { __builtin_prefetch(&priority_[node], 0); }
 
   // Nodes of one priority from oldest to newest (for checks and tests).
   template <class F>

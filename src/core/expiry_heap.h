@@ -30,6 +30,9 @@ class ExpiryHeap {
     up(pos_[node]);
   }
   void cancel(uint32_t node) {
+    // Nothing scheduled (every position unset): the position, a random
+    // line, is not read. Tiers' moves cancel for every node they move.
+    if (heap_.empty()) return;
     const uint32_t i = pos_[node];
     if (i == kNoNode) return;
     const uint32_t last = uint32_t(heap_.size() - 1);

@@ -124,9 +124,12 @@ void HostTier::prepare(const Reservation& r, void* stream) {
   // Each offload's primary and host pool lines fetched kAhead victims ahead.
   size_t k = 0;                    // victim i's destinations: dest_[G * k]
   size_t ahead = 0, k_ahead = 0;   // the next victim to fetch, its destinations
+  size_t near = 0;                 // the next victim whose parent's pool line to fetch
   for (size_t i = 0; i < victims_.size(); ++i) {
     for (; ahead < victims_.size() && ahead <= i + kAhead; ++ahead)
       if (victims_[ahead].offload) prefetch_offload(victims_[ahead].node, &dest_[G * k_ahead++]);
+    for (; near < victims_.size() && near <= i + kAhead / 2; ++near)
+      if (victims_[near].offload) prefetch_parent_ref(victims_[near].node);
     const Victim& v = victims_[i];
     if (v.offload) offload_node(v.node, &dest_[G * k++]);
     else eviction_.evict_node(v.node);
@@ -163,6 +166,9 @@ void HostTier::prepare(const Reservation& r, void* stream) {
 // ---------------------------------------------------------------------------
 
 void HostTier::prefetch_host_blocks(uint32_t node) const {
+  // evict_node's drop_tier_child: the parent's count (the node's line is
+  // near: prefetch_erase read it kAhead / 2 victims ago).
+  index_.prefetch_tier_children(tree_.node(node).parent);
   for (uint32_t g = 0; g < layout_.num_groups(); ++g) {
     const uint32_t b = tree_.block(node, g);
     if (b != kNoBlock) pools_[layout_.group_pool[g]].prefetch(b);
@@ -175,6 +181,7 @@ void HostTier::prefetch_offload(uint32_t node, const uint32_t* host_blocks) cons
   const uint32_t parent = tree_.node(node).parent;
   tree_.prefetch_node(parent);
   eviction_.policy().prefetch(node);
+  eviction_.policy().prefetch_queued(parent);
   index_.prefetch_tier_children(parent);
   tree_.prefetch_blocks(parent);
   for (uint32_t g = 0; g < layout_.num_groups(); ++g) {
@@ -183,6 +190,15 @@ void HostTier::prefetch_offload(uint32_t node, const uint32_t* host_blocks) cons
     residency_.pool(p).prefetch(tree_.block(node, g));
     pools_[p].prefetch(host_blocks[g]);
   }
+}
+
+void HostTier::prefetch_parent_ref(uint32_t node) const {
+  if (layout_.anchors.empty()) return;
+  const uint32_t parent = tree_.node(node).parent;
+  if (parent == RadixTree::kRoot || !index_.in_primary(parent)) return;
+  const uint32_t g = layout_.ref_group;
+  const uint32_t b = tree_.block(parent, g);
+  if (b != kNoBlock) residency_.pool(layout_.group_pool[g]).prefetch(b);
 }
 
 void HostTier::release_blocks(const uint32_t* blocks) {

@@ -88,10 +88,14 @@ class HostTier final : public Tier {
   void evict_node(uint32_t node);
   void release_blocks(const uint32_t* blocks);
   // What prepare's loops fetch kAhead nodes ahead: a host victim's host
-  // pool lines; an offload's primary and host pool lines and its parent.
+  // pool lines and its parent's tier-children count; an offload's primary
+  // and host pool lines and its parent.
   static constexpr size_t kAhead = 8;
   void prefetch_host_blocks(uint32_t node) const;
   void prefetch_offload(uint32_t node, const uint32_t* host_blocks) const;
+  // What on_moved_out reads of an offload's parent once its record is near:
+  // the anchor block's pool line (node_ref), fetched kAhead / 2 ahead.
+  void prefetch_parent_ref(uint32_t node) const;
   uint64_t set_bytes() const;
 
   const GroupLayout& layout_;
