@@ -178,8 +178,9 @@ std::vector<std::unique_ptr<BlockStore>> open_block_stores(const StoreSettings& 
 // One block to write through to the stores (store_chain.h, write-through at
 // commit): what its key is made of, the priority sealed in its record, and
 // where its bytes are: parts[g] (part_bytes[g] bytes each, in group order)
-// are the pool blocks the core holds (a reference: nothing reuses them)
-// until the writer reports the job done. submit() copies the fields, the
+// are pool blocks that nothing frees or reuses until the job is finished
+// (finished(): the core waits for the job before such a block leaves the
+// tree, store_chain.h). submit() copies the fields, the
 // tokens and the pointers, not the bytes.
 //
 // The key (portable hash and SHA-256 chain digest, store_keys.h) is built
@@ -234,7 +235,7 @@ struct WriteDone {
 // every store, off the serving call (the core does no threads: it is
 // defined in src/store/record_writer.cpp). Rules:
 //  - submit() never waits: a full queue (max_jobs) refuses the job, counted
-//    in dropped(); the core then releases its reference at once.
+//    in dropped().
 //  - Each accepted job ends exactly once in take_done() (written, or dropped
 //    by a store), after which the writer no longer reads its parts.
 //  - flush() waits until every job submitted before it is done (its record
@@ -265,6 +266,15 @@ class RecordWriter {
   // A job's queue place is free again only once it was taken here.
   virtual void take_done(std::vector<WriteDone>& done) = 0;
   virtual void flush() = 0;
+  // Jobs finished so far (the first n accepted jobs, in submission order;
+  // one acquire load): a job numbered j (1 for the first accepted) no
+  // longer reads its parts once finished() >= j, even before take_done()
+  // hands it back. The core stamps each written block with its job's
+  // number and checks it here before a block leaves the tree (store_chain.h).
+  virtual uint64_t finished() const = 0;
+  // Waits until finished() >= n (n <= the jobs accepted): CPU work, never
+  // the stores' I/O, as flush(). A paused writer must be resumed first.
+  virtual void wait_finished(uint64_t n) = 0;
   virtual uint64_t dropped() const = 0;         // jobs refused: queue full
   virtual uint64_t accepted(size_t store) const = 0;  // puts store accepted
   virtual uint64_t queued() const = 0;          // jobs not done yet

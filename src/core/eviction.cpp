@@ -195,6 +195,8 @@ bool Eviction::requeue_parent(uint32_t parent) {
 
 template <bool kTiers, class TakeBlocks>
 bool Eviction::retire(uint32_t node, PrefixIndex::ScopeRun& run, TakeBlocks&& take_blocks) {
+  // A write-through job may still read its blocks: they are freed below.
+  if (stores_ != nullptr) stores_->leaving(node);
   policy_.remove(node);
   if (!expiry_.empty()) expiry_.cancel(expiry_key(node, 0));
   take_blocks(node);
@@ -453,6 +455,9 @@ void Eviction::evict_all() {
 // ---------------------------------------------------------------------------
 
 void Eviction::on_moved_out(uint32_t node, const uint32_t* slots) {
+  // Its primary blocks are free now (not reused before this returns): a
+  // write-through job still reading them is waited for.
+  if (stores_ != nullptr) stores_->leaving(node);
   if (policy_.contains(node)) policy_.remove(node);
   for (uint32_t g : layout_.windowed) {
     if (slots[g] == kNoBlock) continue;  // an evicted windowed slot stays empty

@@ -126,7 +126,9 @@ class Eviction final : public Residency::Reclaimer {
   void empty_range(uint32_t pool, uint64_t from, uint64_t to) override;
 
   // --- What tiers do to the queues ------------------------------------------
-  // An anchor victim moved to another tier: it leaves the anchor queue and
+  // An anchor victim moved to another tier (its primary blocks freed, none
+  // reused yet; a write-through job still reading them is waited for,
+  // StoreChain::leaving): it leaves the anchor queue and
   // its windowed slots' queues (the node's retention expiry stays); its
   // parent may become an evictable leaf. Call after the move.
   void on_moved_out(uint32_t node, const uint32_t* slots);
@@ -162,7 +164,8 @@ class Eviction final : public Residency::Reclaimer {
   // age; whether it did. kTiers: children may live in other tiers.
   template <bool kTiers>
   bool requeue_parent(uint32_t parent);
-  // What every eviction of a whole node does: it leaves its queue and its
+  // What every eviction of a whole node does: a write-through job still
+  // reading its blocks is waited for (StoreChain::leaving), it leaves its queue and its
   // retention expiry, `take_blocks(node)` disposes of its blocks, it leaves
   // the tree (its scope reference dropped through `run`), and its parent
   // may become an evictable leaf (requeue_parent). Returns whether the

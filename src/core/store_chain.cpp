@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/error.h"
 #include "core/event_log.h"
 #include "core/eviction.h"
 #include "core/prefix_index.h"
@@ -84,9 +85,7 @@ StoreChain::StoreChain(const CacheConfig& config, const GroupLayout& layout,
     const size_t jobs = size_t(std::min<uint64_t>(kMaxWriteJobs, std::max<uint64_t>(16, sets / 4)));
     writer_ = open_record_writer(layout_, group_bytes_, std::move(raw), jobs,
                                  config.event_hash_seed);
-    hold_count_.assign(index.tree().id_bound(), 0);
-    own_.assign(index.tree().id_bound(), 0);
-    held_retention_.resize(index.tree().id_bound());
+    job_.assign(index.tree().id_bound(), 0);
   }
 }
 
@@ -116,7 +115,7 @@ void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end) {
   // One job per run of consecutive new blocks (one scope, no extra keys:
   // a block with extra keys is a job of its own): the writer's ring takes a
   // run with one header and one publication, each block costing the copy
-  // of its tokens and block addresses here and its hold.
+  // of its tokens and block addresses here and its job stamp (no hold).
   const size_t n = size_t(end - first);
   if (run_tickets_.size() < n) {
     run_tickets_.resize(n);
@@ -136,7 +135,7 @@ void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end) {
     const BlockRetention r = s.retention_of_block(b, T_);
     if (r.priority < min_priority_) continue;
     const uint32_t node = s.nodes[b];
-    if (node == kNoNode || own_[node]) continue;
+    if (node == kNoNode || job_[node] != 0) continue;  // written (or queued) already
     const TreeNode& t = tree.node(node);
     if (t.num_tokens != T_ || t.tier != kPrimaryTier) continue;
     // Only a node made of this sequence's blocks is new (a node found under
@@ -160,10 +159,11 @@ void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end) {
     if (run_.count > 0 && (extra || t.parent != last || t.scope != run_scope)) submit_run();
     if (run_.count == 0) {
       // A new run: what its first block chains on. A parent whose own job
-      // is still out chains on that job's key.
+      // is not drained yet (its key not memoized: the writer's) chains on
+      // that job's key.
       run_.parent_ticket = RecordWrite::kNoTicket;
       run_.parent = StoreKey{};
-      if (own_[t.parent]) run_.parent_ticket = t.parent;
+      if (t.parent != RadixTree::kRoot && job_[t.parent] > drained_) run_.parent_ticket = t.parent;
       else run_.parent = keys_.node_key(t.parent);  // memoized (the writer's), or made now
       run_.scope_hash = sk.hash;
       run_.scope_digest = sk.digest;
@@ -177,8 +177,6 @@ void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end) {
     run_tickets_[i] = node;
     run_priorities_[i] = r.priority;
     ++run_.count;
-    own_[node] = 1;  // the next block's parent, if it is this one
-    held_retention_[node] = r;
     last = node;
     if (extra) {  // a job of its own, with its extra keys
       const StoreKeys::ScopeKeys ek = keys_.extra_keys(t.extra);
@@ -193,8 +191,7 @@ void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end) {
       w.priority = r.priority;
       w.tokens = &run_tokens_[0];
       w.parts = parts;
-      if (writer_->submit(&w, 1) == 1) acquire(node);
-      else own_[node] = 0;
+      if (writer_->submit(&w, 1) == 1) job_[node] = ++submitted_;
       run_.count = 0;
     }
   }
@@ -212,39 +209,25 @@ void StoreChain::submit_run() {
   // dropped and counted by the writer: none here, as room() said), so no job
   // taken chains on a dropped one.
   const size_t took = writer_->submit_run(run_);
-  for (size_t i = 0; i < run_.count; ++i) {
-    if (i < took) acquire(uint32_t(run_tickets_[i]));
-    else own_[run_tickets_[i]] = 0;
-  }
+  // Each block taken is stamped with its job's number (the writer numbers
+  // accepted jobs consecutively): one store per block, no reference.
+  for (size_t i = 0; i < took; ++i) job_[run_tickets_[i]] = submitted_ + i + 1;
+  submitted_ += took;
   run_.count = 0;
 }
 
-// A node in use keeps its parent in use (the tree's rule: eviction takes
-// cached leaves only, and a page move evicts whole cached subtrees): a hold
-// counts the node's own job plus its held children, and the first hold of
-// a node holds its parent too. Walks up only to the first node held
-// already (the common case: the commit before's still pending) or the root.
-void StoreChain::acquire(uint32_t node) {
-  for (uint32_t n = node; n != RadixTree::kRoot; n = index_.tree().node(n).parent) {
-    if (hold_count_[n]++ > 0) return;
-    ++held_count_;
-    eviction_->hold_node(n);  // nothing evicts or reuses the blocks meanwhile
-  }
-}
-
-void StoreChain::release(uint32_t node) {
-  for (uint32_t n = node; n != RadixTree::kRoot;) {
-    if (--hold_count_[n] > 0) return;
-    --held_count_;
-    const TreeNode& t = index_.tree().node(n);
-    const uint32_t parent = t.parent;
-    // Cached now if its sequences are gone: at the retention its sequence
-    // gives it (a node with a job of its own), or the one it has.
-    const BlockRetention r = own_[n] ? held_retention_[n] : BlockRetention{t.priority, t.duration_ms};
-    own_[n] = 0;
-    eviction_->release_node(n, r);
-    n = parent;
-  }
+void StoreChain::leave_slow(uint32_t node) {
+  const uint64_t job = job_[node];
+  job_[node] = 0;  // its done entry, if not drained yet, memoizes nothing
+  if (job <= finished_) return;
+  finished_ = writer_->finished();
+  if (job <= finished_) return;
+  // Not finished: the worker may be copying the blocks out. Wait for it
+  // (CPU work; the writer is resumed if a test paused it).
+  ++write_waits_;
+  if (paused_) pause_writer(false);
+  writer_->wait_finished(job);
+  finished_ = writer_->finished();
 }
 
 void StoreChain::set_events(EventLog* log) {
@@ -312,10 +295,13 @@ void StoreChain::snapshot(std::vector<kvc_snapshot_entry_t>& out) const {
 void StoreChain::drain() {
   if (!writer_) return;
   writer_->take_done(done_);
+  // Done entries come in submission order: the i-th is job drained_ + i + 1.
+  // A node stamped with another job (or none) left the tree since (its id
+  // may name another node now): its key is not memoized.
   for (const WriteDone& d : done_) {
     const uint32_t node = uint32_t(d.ticket);
-    if (d.keyed && !keys_.known(node)) keys_.remember(node, d.key);  // held: still the same node
-    release(node);
+    const uint64_t job = ++drained_;
+    if (d.keyed && job_[node] == job && !keys_.known(node)) keys_.remember(node, d.key);
   }
   done_.clear();
 }
@@ -327,18 +313,32 @@ void StoreChain::settle() {
   drain();
 }
 
-void StoreChain::count_holdings(Holdings& h) const {
+void StoreChain::count_holdings(Holdings&) const {
+  // Queued writes hold no block (leaving() waits for them instead): nothing
+  // to count. Their stamps: every stamped node is live, in the primary tier
+  // and full (a node leaves only through leaving(), which clears it), and
+  // stamped with a job the writer accepted.
   if (!writer_) return;
   const RadixTree& tree = index_.tree();
-  for (uint32_t n = 0; n < hold_count_.size(); ++n) {
-    if (hold_count_[n] == 0) continue;
-    for (uint32_t g = 0; g < layout_groups_.num_groups(); ++g) {
-      const uint32_t blk = tree.block(n, g);
-      const uint32_t p = layout_groups_.group_pool[g];
-      if (blk == kNoBlock || blk >= h.refs[p].size()) continue;
-      ++h.refs[p][blk];
-      h.group_of[p][blk] = g;
-    }
+  if (drained_ > submitted_ || finished_ > submitted_)
+    fail(KVC_ERR_INTERNAL, "cache invariant broken: write jobs drained " + std::to_string(drained_) +
+                               " or finished " + std::to_string(finished_) + " > submitted " +
+                               std::to_string(submitted_));
+  for (uint32_t n = 0; n < job_.size(); ++n) {
+    if (job_[n] == 0) continue;
+    const std::string who = "tree node " + std::to_string(n) + " (write job " +
+                            std::to_string(job_[n]) + ")";
+    if (job_[n] > submitted_)
+      fail(KVC_ERR_INTERNAL, "cache invariant broken: " + who + " was never submitted");
+    if (n == RadixTree::kRoot || !tree.node(n).live)
+      fail(KVC_ERR_INTERNAL, "cache invariant broken: " + who + " is stamped but not live");
+    if (tree.node(n).tier != kPrimaryTier || tree.node(n).num_tokens != T_)
+      fail(KVC_ERR_INTERNAL,
+           "cache invariant broken: " + who + " is stamped but not a full primary node");
+    for (uint32_t g = 0; g < layout_groups_.num_groups(); ++g)
+      if (tree.block(n, g) == kNoBlock)
+        fail(KVC_ERR_INTERNAL, "cache invariant broken: " + who + " lacks its group " +
+                                   std::to_string(g) + " block");
   }
 }
 

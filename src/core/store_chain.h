@@ -9,20 +9,26 @@
 //    key chains on (the parent's key, or the parent's job when that is still
 //    out; the scope's digests), tokens, priority and its blocks' addresses;
 //    the writer makes the key (portable hash and SHA-256 chain digest) and
-//    hands it back to be memoized per node. Plus one reference on each of its
-//    blocks (Eviction::hold_node), so that nothing can evict or reuse them
-//    while the worker copies them out, seals the record and puts it into
-//    every store. A node held keeps its parent held too (the tree's rule
-//    that a node in use has its parent in use), walking up to the first
-//    node held already: usually one step. The blocks of one commit that
-//    follow one another go as one run (RecordRun: one header and one
-//    publication in the ring, per block its tokens and addresses). Done jobs
-//    come back through the writer's ring, which the core drains at its next
-//    add, remove, commit short of room or flush (settle()), releasing the references with the retention
-//    the block's sequence gives it. An
-//    add or extend short of blocks while jobs hold some waits for the
-//    writer (settle: CPU copies, never I/O) and plans again, rather than
-//    refuse a call that would succeed without write-through.
+//    hands it back to be memoized per node. No reference is taken: each
+//    node written is stamped with its job's number (job_), and the writer
+//    publishes how many jobs it finished (RecordWriter::finished, monotone,
+//    in submission order). A block whose job is not finished may be cached
+//    and queued for eviction like any other (its sequence releases it as
+//    without the tiers); every path that takes a node out of the primary
+//    tree calls leaving(node) first (Eviction::retire: evict_node,
+//    evict_ahead, and through them page moves and evict_all;
+//    Eviction::on_moved_out: a host-tier offload), which waits for the
+//    writer to finish that job in the rare case it has not (CPU copies,
+//    never I/O; the victims are the oldest blocks, the jobs the newest) and
+//    clears the stamp. A resize and a reset settle() first. So nothing
+//    frees or reuses a block while the worker copies it out, and the serving
+//    call's cost per block written is its stamp, not a hold and a release.
+//    The blocks of one commit that follow one another go as one run
+//    (RecordRun: one header and one publication in the ring, per block its
+//    tokens and addresses). Done jobs come back through the writer's ring,
+//    which the core drains at its next add, remove, commit short of room or
+//    flush (settle()): a drain frees the ring's entries and memoizes each
+//    job's key for its node if the node is still the one stamped.
 //    Why at commit: the serving call then does no hashing, copy, checksum
 //    or queue copy (only the job, into the writer's ring without a lock), an eviction of a stored block does nothing per block, and a
 //    remote store shares the block while this engine still caches it.
@@ -124,7 +130,8 @@ class StoreChain {
   size_t size() const { return stores_.size(); }
   BlockStore& store(size_t i) { return *stores_[i]; }
 
-  // The owner of block references (holds while a write is queued).
+  // The eviction the chain belongs to (unused by write-through since
+  // holds were replaced by job stamps; kept for its callers).
   void set_eviction(Eviction* eviction) { eviction_ = eviction; }
 
   // --- Offload ---------------------------------------------------------------
@@ -137,21 +144,33 @@ class StoreChain {
   // one job per run of consecutive blocks. Drains done jobs first when the
   // queue lacks room for them (drain()).
   void committed(const Sequence& s, uint64_t first, uint64_t end);
-  // Releases the references of the write jobs done (cheap when none). An
-  // add and a remove drain; a commit only when the queue lacks room for its
-  // blocks (a decode loop that only commits still frees the queue), so that
-  // a commit's own cost is its jobs. (Bounded batches per call were
-  // measured and moved the releases into the add: see
-  // bench/results/2026-11-28-disk-serving-r2-vm-2cpu.md.)
+  // Takes back the write jobs done (cheap when none): frees their ring
+  // entries and memoizes their keys. An add and a remove drain; a commit
+  // only when the queue lacks room for its blocks (a decode loop that only
+  // commits still frees the queue).
   void drain();
-  // Waits for every queued write and releases every reference (a reset, a
-  // flush, tests).
+  // Waits for every queued write and drains (a reset, a resize, a flush,
+  // tests).
   void settle();
+  // `node` is about to leave the primary tree (evicted, or moved to the
+  // host tier): its blocks may be freed and reused once this returns. Waits
+  // for its write job if that is not finished yet (leave_slow), and forgets
+  // the job (a drain then memoizes no key for a later node of that id). One
+  // load when the node has no job.
+  void leaving(uint32_t node) {
+    if (node < job_.size() && job_[node] != 0) leave_slow(node);
+  }
+  // Tests: how many times leaving() waited for the writer.
+  uint64_t write_waits() const { return write_waits_; }
+  // Jobs submitted and not yet drained.
+  uint64_t jobs_out() const { return submitted_ - drained_; }
   // Whether offer() does anything (not while writing through at commit):
   // without, eviction may take its fast path (Eviction::can_evict_ahead).
   bool offers_at_eviction() const { return !(write_through() && direct_); }
-  // Write jobs hold blocks now (an add or extend short of blocks settles).
-  bool writes_pending() const { return held_count_ > 0; }
+  // Whether write jobs hold blocks that a settle() would give back (an add
+  // or extend short of blocks settles then): never, since a job holds no
+  // reference (leaving() waits for it instead). Kept for those callers.
+  bool writes_pending() const { return false; }
   bool write_through() const { return writer_ != nullptr && write_through_; }
   // Tests: false makes a CPU cache offload at eviction as a device cache
   // does; a paused writer takes no job (deterministic races).
@@ -164,7 +183,9 @@ class StoreChain {
     if (writer_) writer_->set_paused(paused);
     paused_ = paused && writer_ != nullptr;
   }
-  // The checker: the references the queued writes hold.
+  // The checker: queued writes hold no references; checks the stamps
+  // instead (every stamped node is live, primary and full, its job one
+  // submitted). Throws Error(KVC_ERR_INTERNAL).
   void count_holdings(Holdings& h) const;
   // While muted (a reset) nothing is offered.
   void set_muted(bool muted) { muted_ = muted; }
@@ -230,8 +251,7 @@ class StoreChain {
   void copy_out(uint32_t node, bool primary, unsigned char* payload);
   void release_staging() noexcept;
   void sync_events_slow();
-  void acquire(uint32_t node);  // a hold on node (and its path, up to one held already)
-  void release(uint32_t node);
+  void leave_slow(uint32_t node);
   unsigned char* staged(uint64_t i) const { return staging_ + i * layout_.record_bytes(); }
 
   const GroupLayout& layout_groups_;
@@ -253,10 +273,16 @@ class StoreChain {
   bool write_through_ = true;
   bool paused_ = false;                   // tests: pause_writer
   bool windowed_ = false;                 // a layout with windowed groups: no write-through
-  std::vector<uint32_t> hold_count_;      // per node: its pending job + its held children
-  std::vector<uint8_t> own_;              // per node: held for a job of its own
-  uint64_t held_count_ = 0;               // nodes held
-  std::vector<BlockRetention> held_retention_;  // per node: what its sequence releases it with
+  // Per node: the number of its write job (1 for the first job the writer
+  // accepted), 0 for none; cleared when the node leaves (leaving()). A job
+  // j is finished once the writer's finished() >= j (finished_ caches the
+  // last value read) and drained once drained_ >= j (its key then
+  // memoized, if its node is still stamped with it).
+  std::vector<uint64_t> job_;
+  uint64_t submitted_ = 0;                // jobs the writer accepted
+  uint64_t drained_ = 0;                  // jobs taken back (take_done)
+  uint64_t finished_ = 0;                 // the writer's finished(), as last read
+  uint64_t write_waits_ = 0;              // leaving() calls that waited
   std::vector<WriteDone> done_;           // scratch: done writes (ticket = node, key)
   // Scratch: the run of blocks a commit is building (RecordRun), its
   // blocks' tickets, priorities, tokens and addresses.
@@ -265,7 +291,7 @@ class StoreChain {
   std::vector<uint32_t> run_priorities_;
   std::vector<int32_t> run_tokens_;
   std::vector<const unsigned char*> run_parts_;
-  void submit_run();  // submits run_ (if any blocks), holds what the writer took
+  void submit_run();  // submits run_ (if any blocks), stamps what the writer took
   StoreKeys keys_;
   bool muted_ = false;
   // KV events: per store, the entries announced (hash -> priority), its tier.

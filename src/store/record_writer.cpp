@@ -139,12 +139,14 @@ void ThreadedRecordWriter::take_done(std::vector<WriteDone>& done) {
   for (; head_ < written; ++head_) done.push_back(ring_[head_ % ring_.size()].done);
 }
 
-void ThreadedRecordWriter::flush() {
+void ThreadedRecordWriter::flush() { wait_finished(tail_.load(std::memory_order_relaxed)); }
+
+void ThreadedRecordWriter::wait_finished(uint64_t n) {
+  if (written_.load(std::memory_order_acquire) >= n) return;
   std::unique_lock<std::mutex> lock(mu_);
   flushing_.store(true, std::memory_order_seq_cst);
   work_cv_.notify_one();
-  const uint64_t tail = tail_.load(std::memory_order_relaxed);
-  done_cv_.wait(lock, [&] { return written_.load(std::memory_order_seq_cst) >= tail; });
+  done_cv_.wait(lock, [&] { return written_.load(std::memory_order_seq_cst) >= n; });
   flushing_.store(false, std::memory_order_relaxed);
 }
 

@@ -65,6 +65,8 @@ class ThreadedRecordWriter final : public RecordWriter {
   void count_dropped(uint64_t n) override { dropped_.fetch_add(n, std::memory_order_relaxed); }
   void take_done(std::vector<WriteDone>& done) override;
   void flush() override;
+  uint64_t finished() const override { return written_.load(std::memory_order_acquire); }
+  void wait_finished(uint64_t n) override;
   uint64_t dropped() const override { return dropped_.load(std::memory_order_relaxed); }
   uint64_t accepted(size_t store) const override {
     return accepted_[store].load(std::memory_order_relaxed);
@@ -145,10 +147,10 @@ class ThreadedRecordWriter final : public RecordWriter {
   // Sleeping and waking (never on the serving thread's common path).
   std::mutex mu_;
   std::condition_variable work_cv_;  // the worker sleeps for jobs, resume or stop
-  std::condition_variable done_cv_;  // flush() waits for written_ == tail_
+  std::condition_variable done_cv_;  // flush() and wait_finished() wait for written_
   static constexpr int kAwake = 0, kPolling = 1, kDeep = 2;
   std::atomic<int> sleep_{kAwake};        // the worker: awake, polling (kPoll) or asleep until woken
-  std::atomic<bool> flushing_{false};     // a flush() waits
+  std::atomic<bool> flushing_{false};     // a flush() or wait_finished() waits
   std::atomic<bool> paused_{false};
   bool stop_ = false;                     // under mu_
   std::thread worker_;

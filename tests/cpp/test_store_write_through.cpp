@@ -1,7 +1,8 @@
 // Write-through at commit (store_chain.h): a committed block reaches the
 // stores while this cache still holds it, a second cache finds it bit for
-// bit, the blocks a queued write reads cannot be reused before it ran (a
-// paused writer makes the race deterministic), priorities and resets, and
+// bit, the blocks a queued write reads cannot be freed or reused before it
+// ran (they are cached and queued as without the tiers; leaving the tree
+// waits for the job; a paused writer makes the race deterministic), priorities and resets, and
 // the counted drop of a block whose device copy fails at eviction.
 // Every step runs the invariant checker; flush() replaces any waiting.
 #include <gtest/gtest.h>
@@ -151,14 +152,18 @@ TEST(StoreWriteThrough, AQueuedWriteKeepsItsBlocksFromReuse) {
     EXPECT_EQ(e.add(1, a), 0u);
     e.m().commit(1, a.size());
     e.m().remove(1);
-    e.check();  // the checker counts the jobs' references
-    // a's 3 nodes are held by their jobs: in use, not cached.
-    EXPECT_TRUE(e.chain().writes_pending());
-    EXPECT_EQ(e.m().stats().cached_blocks, 0u);
-    // b needs a's blocks: the add waits for the writer (which writes a's
-    // own bytes), then evicts a and overwrites the blocks with b's KV.
+    e.check();  // the checker checks the jobs' stamps
+    // a's 3 nodes are stamped with their jobs, not held: cached and queued
+    // as without the tiers.
+    EXPECT_EQ(e.chain().jobs_out(), 3u);
+    EXPECT_EQ(e.m().stats().cached_blocks, 3u);
+    EXPECT_EQ(e.chain().write_waits(), 0u);
+    // b needs a's blocks: evicting a's first victim waits for the writer
+    // (which writes a's own bytes; the later victims' jobs are finished by
+    // then), then b overwrites the blocks with its KV.
     EXPECT_EQ(e.cache_prompt(2, b), 0u);
     EXPECT_EQ(e.m().stats().evicted_blocks, 3u);
+    EXPECT_EQ(e.chain().write_waits(), 1u);
     const StoreTierReport d = e.tier();
     EXPECT_EQ(d.io.stores, 3u + 4u);
     EXPECT_EQ(d.io.drops, 0u);
@@ -237,10 +242,9 @@ TEST(StoreWriteThrough, AFailedOffloadCopyIsACountedDrop) {
   EXPECT_EQ(check_tree(*cache), "");
 }
 
-// A shrink right after a commit: the queued writes hold the committed blocks
-// (in use until written; the writer is paused so that they surely do); the
-// resize waits for them, so the blocks are cached, then evicted past the new
-// end, not a refusal. Their records reached the disk: a new cache loads them.
+// A shrink right after a commit while the writes are queued (the writer is
+// paused so that they surely are): the blocks are cached, not held; the
+// resize waits for the writes, then evicts the blocks past the new end. Their records reached the disk: a new cache loads them.
 TEST(StoreWriteThrough, AShrinkWaitsForTheQueuedWritesInsteadOfRefusing) {
   TempDir dir;
   const auto a = seq(100, 17);  // 4 full blocks + 1 token
@@ -250,7 +254,8 @@ TEST(StoreWriteThrough, AShrinkWaitsForTheQueuedWritesInsteadOfRefusing) {
     ASSERT_TRUE(e.chain().write_through());
     e.chain().pause_writer(true);
     e.cache_prompt(1, a);
-    EXPECT_GT(e.m().stats().in_use_blocks, 0u);  // held by the queued writes
+    EXPECT_EQ(e.m().stats().in_use_blocks, 0u);  // the queued writes hold none
+    EXPECT_EQ(e.chain().jobs_out(), 4u);
     const uint64_t set_bytes = e.cache().pool(0).block_bytes();
     e.cache().resize(set_bytes);  // one block
     e.check();
@@ -284,7 +289,7 @@ TEST(StoreWriteThrough, BlocksCommittedOneAtATimeChainOnTheirParentsQueuedJobs) 
       e.m().commit(1, n + 4);
       e.check();
     }
-    EXPECT_TRUE(e.chain().writes_pending());
+    EXPECT_EQ(e.chain().jobs_out(), 6u);
     e.chain().pause_writer(false);
     const StoreTierReport d = e.tier();  // flushes: every key handed back
     e.check();
