@@ -303,6 +303,7 @@ void StoreChain::drain() {
     const uint64_t job = ++drained_;
     if (d.keyed && job_[node] == job && !keys_.known(node)) keys_.remember(node, d.key);
   }
+  if (drained_ > finished_) finished_ = drained_;  // a drained job is finished
   done_.clear();
 }
 

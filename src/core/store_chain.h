@@ -155,10 +155,12 @@ class StoreChain {
   // `node` is about to leave the primary tree (evicted, or moved to the
   // host tier): its blocks may be freed and reused once this returns. Waits
   // for its write job if that is not finished yet (leave_slow), and forgets
-  // the job (a drain then memoizes no key for a later node of that id). One
-  // load when the node has no job.
+  // the job (a drain then memoizes no key for a later node of that id). A
+  // load and a compare unless the writer must be asked.
   void leaving(uint32_t node) {
-    if (node < job_.size() && job_[node] != 0) leave_slow(node);
+    if (node >= job_.size() || job_[node] == 0) return;
+    if (job_[node] <= finished_) job_[node] = 0;  // finished when last looked
+    else leave_slow(node);
   }
   // Tests: how many times leaving() waited for the writer.
   uint64_t write_waits() const { return write_waits_; }
