@@ -144,8 +144,13 @@ class Eviction final : public Residency::Reclaimer {
   bool queued(uint32_t node, uint32_t group) const { return queue(group).contains(node); }
   void undo_trial();
 
+  // A victim deferred by the stores (StoreChain::defer: its write job was
+  // not finished) whose job is finished: queued again as the newest of its
+  // priority if it is still a cached primary leaf and not queued.
+  void requeue(uint32_t node);
+
   // The checker (eviction_check.cpp): queues hold exactly the cached
-  // anchor leaves and the cached windowed slots, at their priority and in
+  // anchor leaves (but those the stores deferred) and the cached windowed slots, at their priority and in
   // age order; expiries wait exactly for cached entries, at their moment.
   void check() const;
 
@@ -159,6 +164,24 @@ class Eviction final : public Residency::Reclaimer {
     return group == kAnchor ? policy_ : window_policies_[uint32_t(layout_.window_slot[group])];
   }
   void on_cached(uint32_t node, BlockRetention r);
+  // The anchor queue's victim, after moving any victim whose write-through
+  // job is not finished to the stores' deferred list (kNoNode: none).
+  uint32_t anchor_victim() {
+    uint32_t v = policy_.victim();
+    if (stores_ == nullptr) return v;
+    for (;;) {
+      while (v != kNoNode && stores_->pending(v)) {
+        policy_.remove(v);
+        stores_->defer(v);
+        v = policy_.victim();
+      }
+      // Only deferred victims left: wait for the oldest one's job (CPU
+      // work, never I/O) rather than fail a call that would succeed
+      // without write-through.
+      if (v != kNoNode || !stores_->wait_deferred()) return v;
+      v = policy_.victim();
+    }
+  }
   void on_window_cached(uint32_t node, uint32_t g, BlockRetention r);
   // A cached parent left without primary children becomes evictable at its
   // age; whether it did. kTiers: children may live in other tiers.

@@ -86,6 +86,7 @@ StoreChain::StoreChain(const CacheConfig& config, const GroupLayout& layout,
     writer_ = open_record_writer(layout_, group_bytes_, std::move(raw), jobs,
                                  config.event_hash_seed);
     job_.assign(index.tree().id_bound(), 0);
+    deferred_flag_.assign(index.tree().id_bound(), 0);
   }
 }
 
@@ -216,6 +217,36 @@ void StoreChain::submit_run() {
   run_.count = 0;
 }
 
+void StoreChain::requeue_deferred() {
+  finished_ = writer_->finished();
+  size_t kept = 0;
+  for (const uint32_t n : deferred_) {
+    // A node stamped with a job not finished waits on; any other entry goes
+    // (the node may have been evicted by a page move, or reused meanwhile:
+    // requeue() queues only a cached primary leaf that is not queued).
+    if (job_[n] > finished_) {
+      deferred_[kept++] = n;
+      continue;
+    }
+    deferred_flag_[n] = 0;
+    eviction_->requeue(n);
+  }
+  deferred_.resize(kept);
+}
+
+bool StoreChain::wait_deferred() {
+  if (deferred_.empty()) return false;
+  uint64_t oldest = UINT64_MAX;
+  for (const uint32_t n : deferred_) oldest = std::min(oldest, job_[n] == 0 ? 0 : job_[n]);
+  if (oldest > writer_->finished()) {
+    ++write_waits_;
+    if (paused_) pause_writer(false);
+    writer_->wait_finished(oldest);
+  }
+  requeue_deferred();
+  return true;
+}
+
 void StoreChain::leave_slow(uint32_t node) {
   const uint64_t job = job_[node];
   job_[node] = 0;  // its done entry, if not drained yet, memoizes nothing
@@ -304,6 +335,7 @@ void StoreChain::drain() {
     if (d.keyed && job_[node] == job && !keys_.known(node)) keys_.remember(node, d.key);
   }
   if (drained_ > finished_) finished_ = drained_;  // a drained job is finished
+  if (!deferred_.empty()) requeue_deferred();
   done_.clear();
 }
 

@@ -12,17 +12,22 @@
 //    hands it back to be memoized per node. No reference is taken: each
 //    node written is stamped with its job's number (job_), and the writer
 //    publishes how many jobs it finished (RecordWriter::finished, monotone,
-//    in submission order). A block whose job is not finished may be cached
-//    and queued for eviction like any other (its sequence releases it as
-//    without the tiers); every path that takes a node out of the primary
-//    tree calls leaving(node) first (Eviction::retire: evict_node,
-//    evict_ahead, and through them page moves and evict_all;
-//    Eviction::on_moved_out: a host-tier offload), which waits for the
-//    writer to finish that job in the rare case it has not (CPU copies,
-//    never I/O; the victims are the oldest blocks, the jobs the newest) and
+//    in submission order). A block whose job is not finished is cached and
+//    queued for eviction like any other (its sequence releases it as
+//    without the tiers). Eviction skips it: a victim whose job is not
+//    finished leaves the queue for the deferred list (defer(); Eviction's
+//    evict_ahead and evict_one), and a drain queues it again, as the newest
+//    of its priority, once its job is finished (what a hold's release did).
+//    Every path that takes a node out of the primary tree calls
+//    leaving(node) first (Eviction::retire: evict_node, evict_ahead, page
+//    moves, evict_all; Eviction::on_moved_out: a host-tier offload), which
+//    waits for the writer if the job is still not finished (a page move or
+//    a host tier's victim: they do not skip; CPU copies, never I/O) and
 //    clears the stamp. A resize and a reset settle() first. So nothing
-//    frees or reuses a block while the worker copies it out, and the serving
-//    call's cost per block written is its stamp, not a hold and a release.
+//    frees or reuses a block while the worker copies it out, and a commit's
+//    cost per block written is its copies and its stamp, not a hold; the
+//    jobs whose blocks reach the queue's head before the writer is done
+//    cost a defer and a requeue.
 //    The blocks of one commit that follow one another go as one run
 //    (RecordRun: one header and one publication in the ring, per block its
 //    tokens and addresses). Done jobs come back through the writer's ring,
@@ -162,8 +167,31 @@ class StoreChain {
     if (job_[node] <= finished_) job_[node] = 0;  // finished when last looked
     else leave_slow(node);
   }
-  // Tests: how many times leaving() waited for the writer.
+  // Whether node's write job is not finished (asks the writer only when
+  // the last count read says not finished).
+  bool pending(uint32_t node) {
+    if (node >= job_.size() || job_[node] <= finished_) return false;
+    finished_ = writer_->finished();
+    return job_[node] > finished_;
+  }
+  // Eviction: `node`, a cached leaf whose job is pending, left the queue; a
+  // drain queues it again once the job is finished (Eviction::requeue).
+  void defer(uint32_t node) {
+    if (deferred_flag_[node]) return;
+    deferred_flag_[node] = 1;
+    deferred_.push_back(node);
+    ++deferrals_;
+  }
+  // Nothing else to evict: waits for the oldest deferred victim's job and
+  // queues again those whose jobs are finished; false when none is
+  // deferred.
+  bool wait_deferred();
+  // The checker: whether node is on the deferred list.
+  bool deferred(uint32_t node) const { return node < deferred_flag_.size() && deferred_flag_[node]; }
+  // Tests: how many times leaving() waited for the writer, and how many
+  // victims were deferred.
   uint64_t write_waits() const { return write_waits_; }
+  uint64_t deferrals() const { return deferrals_; }
   // Jobs submitted and not yet drained.
   uint64_t jobs_out() const { return submitted_ - drained_; }
   // Whether offer() does anything (not while writing through at commit):
@@ -254,6 +282,7 @@ class StoreChain {
   void release_staging() noexcept;
   void sync_events_slow();
   void leave_slow(uint32_t node);
+  void requeue_deferred();  // the deferred victims whose jobs are finished go back into the queue
   unsigned char* staged(uint64_t i) const { return staging_ + i * layout_.record_bytes(); }
 
   const GroupLayout& layout_groups_;
@@ -285,6 +314,9 @@ class StoreChain {
   uint64_t drained_ = 0;                  // jobs taken back (take_done)
   uint64_t finished_ = 0;                 // the writer's finished(), as last read
   uint64_t write_waits_ = 0;              // leaving() calls that waited
+  uint64_t deferrals_ = 0;                // victims deferred
+  std::vector<uint32_t> deferred_;        // victims out of the queue until their job is finished
+  std::vector<uint8_t> deferred_flag_;    // per node: on deferred_ (perhaps a stale entry)
   std::vector<WriteDone> done_;           // scratch: done writes (ticket = node, key)
   // Scratch: the run of blocks a commit is building (RecordRun), its
   // blocks' tickets, priorities, tokens and addresses.

@@ -158,11 +158,13 @@ TEST(StoreWriteThrough, AQueuedWriteKeepsItsBlocksFromReuse) {
     EXPECT_EQ(e.chain().jobs_out(), 3u);
     EXPECT_EQ(e.m().stats().cached_blocks, 3u);
     EXPECT_EQ(e.chain().write_waits(), 0u);
-    // b needs a's blocks: evicting a's first victim waits for the writer
-    // (which writes a's own bytes; the later victims' jobs are finished by
-    // then), then b overwrites the blocks with its KV.
+    // b needs a's blocks: the first victim, a's leaf, is skipped (deferred:
+    // its job is not finished), and with nothing else to evict the add
+    // waits for the writer (which writes a's own bytes, the leaf's job
+    // last), then evicts a and overwrites the blocks with b's KV.
     EXPECT_EQ(e.cache_prompt(2, b), 0u);
     EXPECT_EQ(e.m().stats().evicted_blocks, 3u);
+    EXPECT_EQ(e.chain().deferrals(), 1u);
     EXPECT_EQ(e.chain().write_waits(), 1u);
     const StoreTierReport d = e.tier();
     EXPECT_EQ(d.io.stores, 3u + 4u);
@@ -172,6 +174,41 @@ TEST(StoreWriteThrough, AQueuedWriteKeepsItsBlocksFromReuse) {
   Engine second(disk_config(dir.path(), 8));
   EXPECT_EQ(second.add(1, a), 12u);
   EXPECT_EQ(second.add(2, b), 12u);
+}
+
+// Eviction skips a block whose write job is not finished. a's 16 jobs fill
+// the queue (16, the minimum) and wait (the writer paused); b's commit
+// finds no room: b's blocks are not written, not stamped. a is older, but
+// c's add defers a's leaf (the victim) and evicts b's 3 blocks instead,
+// without waiting; a's blocks go back to the queue once the writer is done
+// and reach the disk bit for bit as written.
+TEST(StoreWriteThrough, EvictionSkipsABlockWhoseWriteIsNotFinished) {
+  TempDir dir;
+  const auto a = seq(100, 64);  // 16 full blocks
+  const auto b = seq(500, 12);  // 3
+  const auto c = seq(900, 32);  // 8: 5 free, 3 evicted
+  {
+    Engine e(disk_config(dir.path(), 24));
+    e.chain().pause_writer(true);
+    e.cache_prompt(1, a);
+    EXPECT_EQ(e.chain().jobs_out(), 16u);
+    e.cache_prompt(2, b);
+    EXPECT_EQ(e.chain().jobs_out(), 16u);  // b's 3 dropped: no room
+    EXPECT_EQ(e.m().stats().cached_blocks, 19u);
+    EXPECT_EQ(e.cache_prompt(3, c), 0u);
+    EXPECT_EQ(e.chain().deferrals(), 1u);   // a's leaf
+    EXPECT_EQ(e.chain().write_waits(), 0u);
+    EXPECT_EQ(e.m().stats().evicted_blocks, 3u);
+    EXPECT_EQ(e.add(4, b), 0u);  // b's blocks went, a's stay
+    e.m().remove(4);
+    e.chain().pause_writer(false);
+    const StoreTierReport d = e.tier();  // flushes: a's leaf queued again
+    e.check();
+    EXPECT_EQ(d.io.stores, 16u);
+  }
+  Engine second(disk_config(dir.path(), 24));
+  EXPECT_EQ(second.add(1, a), 60u);  // the last block holds the last token: computed
+  EXPECT_EQ(second.tier().onboarded_blocks, 15u);
 }
 
 TEST(StoreWriteThrough, OnlyBlocksAtTheOffloadPriorityAreWritten) {
