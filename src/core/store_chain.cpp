@@ -218,31 +218,29 @@ void StoreChain::submit_run() {
 }
 
 void StoreChain::requeue_deferred() {
-  finished_ = writer_->finished();
-  size_t kept = 0;
-  for (const uint32_t n : deferred_) {
-    // A node stamped with a job not finished waits on; any other entry goes
-    // (the node may have been evicted by a page move, or reused meanwhile:
-    // requeue() queues only a cached primary leaf that is not queued).
-    if (job_[n] > finished_) {
-      deferred_[kept++] = n;
-      continue;
-    }
+  if (deferred_.front().first > finished_) finished_ = writer_->finished();
+  while (!deferred_.empty() && deferred_.front().first <= finished_) {
+    const auto [job, n] = deferred_.front();
+    std::pop_heap(deferred_.begin(), deferred_.end(), std::greater<>());
+    deferred_.pop_back();
+    // Stale unless the node is still stamped with the job (it may have left
+    // by a page move, its id reused since): requeue() queues only a cached
+    // primary leaf that is not queued.
+    if (job_[n] != job || !deferred_flag_[n]) continue;
     deferred_flag_[n] = 0;
     eviction_->requeue(n);
   }
-  deferred_.resize(kept);
 }
 
 bool StoreChain::wait_deferred() {
   if (deferred_.empty()) return false;
-  uint64_t oldest = UINT64_MAX;
-  for (const uint32_t n : deferred_) oldest = std::min(oldest, job_[n] == 0 ? 0 : job_[n]);
+  const uint64_t oldest = deferred_.front().first;
   if (oldest > writer_->finished()) {
     ++write_waits_;
     if (paused_) pause_writer(false);
     writer_->wait_finished(oldest);
   }
+  finished_ = writer_->finished();
   requeue_deferred();
   return true;
 }
@@ -250,6 +248,7 @@ bool StoreChain::wait_deferred() {
 void StoreChain::leave_slow(uint32_t node) {
   const uint64_t job = job_[node];
   job_[node] = 0;  // its done entry, if not drained yet, memoizes nothing
+  deferred_flag_[node] = 0;  // nor does a deferred entry of it
   if (job <= finished_) return;
   finished_ = writer_->finished();
   if (job <= finished_) return;

@@ -82,8 +82,11 @@
 // (set_direct_access(false) makes tests take the staging path there too).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <utility>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -164,8 +167,12 @@ class StoreChain {
   // load and a compare unless the writer must be asked.
   void leaving(uint32_t node) {
     if (node >= job_.size() || job_[node] == 0) return;
-    if (job_[node] <= finished_) job_[node] = 0;  // finished when last looked
-    else leave_slow(node);
+    if (job_[node] <= finished_) {  // finished when last looked
+      job_[node] = 0;
+      deferred_flag_[node] = 0;  // a deferred entry of it is stale now
+    } else {
+      leave_slow(node);
+    }
   }
   // Whether node's write job is not finished (asks the writer only when
   // the last count read says not finished).
@@ -179,7 +186,8 @@ class StoreChain {
   void defer(uint32_t node) {
     if (deferred_flag_[node]) return;
     deferred_flag_[node] = 1;
-    deferred_.push_back(node);
+    deferred_.emplace_back(job_[node], node);
+    std::push_heap(deferred_.begin(), deferred_.end(), std::greater<>());
     ++deferrals_;
   }
   // Nothing else to evict: waits for the oldest deferred victim's job and
@@ -315,8 +323,11 @@ class StoreChain {
   uint64_t finished_ = 0;                 // the writer's finished(), as last read
   uint64_t write_waits_ = 0;              // leaving() calls that waited
   uint64_t deferrals_ = 0;                // victims deferred
-  std::vector<uint32_t> deferred_;        // victims out of the queue until their job is finished
-  std::vector<uint8_t> deferred_flag_;    // per node: on deferred_ (perhaps a stale entry)
+  // Victims out of the queue until their job is finished: a min-heap of
+  // (job, node), so that a drain looks only at the jobs finished (an entry
+  // whose node is no longer stamped with its job is stale and dropped).
+  std::vector<std::pair<uint64_t, uint32_t>> deferred_;
+  std::vector<uint8_t> deferred_flag_;    // per node: deferred with its current job
   std::vector<WriteDone> done_;           // scratch: done writes (ticket = node, key)
   // Scratch: the run of blocks a commit is building (RecordRun), its
   // blocks' tickets, priorities, tokens and addresses.
