@@ -492,9 +492,10 @@ void measure(const ThreadCounter& counter, CallCost& cost, F call) {
 // full, each add evicts 32 cached blocks), each committed and removed; the
 // cost of every add, commit and remove (calls[0..2]) and of the three
 // together (calls[3]: the round's sum). The remove counts because the tier
-// moves work between the calls: without it a remove caches the sequence's
-// blocks; with it the blocks of jobs still queued are cached when the
-// writer is done with them, at a later call.
+// may move work between the calls: a remove caches the sequence's blocks
+// with or without it, but a block whose write job is not finished when
+// eviction reaches it is deferred and queued again by a later call's drain
+// (store_chain.h).
 constexpr int kCalls = 4;
 const char* const kCallNames[kCalls] = {"add", "commit", "remove", "round (sum)"};
 void serve(kvc_cache_t* cache, uint64_t first_seed, int rounds, CallCost* calls) {
