@@ -168,7 +168,10 @@ class Eviction final : public Residency::Reclaimer {
   // job is not finished to the stores' deferred list (kNoNode: none).
   uint32_t anchor_victim() {
     uint32_t v = policy_.victim();
-    if (stores_ == nullptr) return v;
+    // With a host tier its plan picks the victims (next_victim) and counts
+    // on the queue: a pending victim is moved after a wait there instead
+    // (on_moved_out -> StoreChain::leaving).
+    if (stores_ == nullptr || tier_->enabled()) return v;
     for (;;) {
       while (v != kNoNode && stores_->pending(v)) {
         policy_.remove(v);
