@@ -138,8 +138,8 @@ class StoreChain {
   size_t size() const { return stores_.size(); }
   BlockStore& store(size_t i) { return *stores_[i]; }
 
-  // The eviction the chain belongs to (unused by write-through since
-  // holds were replaced by job stamps; kept for its callers).
+  // The eviction the chain belongs to: a drain queues the deferred victims
+  // whose jobs finished there again (Eviction::requeue).
   void set_eviction(Eviction* eviction) { eviction_ = eviction; }
 
   // --- Offload ---------------------------------------------------------------
