@@ -18,13 +18,17 @@ def throughput(d):
             c=[x.strip() for x in l.split('|')]
             size=c[1]
             num=lambda x: float(x.split()[0])
-            rows.setdefault((size,b),[]).append(dict(w=num(c[2]),cw=num(c[3]),seq=num(c[4]),wr=float(c[7]),cwr=float(c[8]),ld=num(c[10]),ldc=num(c[11]),sr=num(c[12]),lr=float(c[15]),lcr=float(c[16])))
-    print("| block | tree | runs | store write | copy+write | seq write | **store/seq** | copy+write/seq | load | load+check | seq read | **load/seq** | load+check/seq |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+            row=dict(w=num(c[2]),cw=num(c[3]),seq=num(c[4]),wr=float(c[7]),cwr=float(c[8]),ld=num(c[10]),ldc=num(c[11]),sr=num(c[12]),lr=float(c[15]),lcr=float(c[16]))
+            # summed load+check (bench_disk_tier since the disk-reads branch);
+            # older binaries: their load+check (they have no summed path)
+            row['lsc'],row['lscr']=(num(c[18]),float(c[19])) if len(c)>20 and c[18] else (row['ldc'],row['lcr'])
+            rows.setdefault((size,b),[]).append(row)
+    print("| block | tree | runs | store write | copy+write | seq write | **store/seq** | copy+write/seq | load | load+check | seq read | **load/seq** | load+check/seq | summed load+check | **summed load+check/seq** |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for (size,b),v in sorted(rows.items(), key=lambda k:(int(k[0][0].split()[0]),k[0][1]!='old')):
         m=lambda k: st.median([x[k] for x in v])
         rng=lambda k: "%.2f [%.2f-%.2f]"%(m(k),min(x[k] for x in v),max(x[k] for x in v))
-        print(f"| {size} | {b} | {len(v)} | {m('w'):.0f} | {m('cw'):.0f} | {m('seq'):.0f} | {rng('wr')} | {rng('cwr')} | {m('ld'):.0f} | {m('ldc'):.0f} | {m('sr'):.0f} | {rng('lr')} | {rng('lcr')} |")
+        print(f"| {size} | {b} | {len(v)} | {m('w'):.0f} | {m('cw'):.0f} | {m('seq'):.0f} | {rng('wr')} | {rng('cwr')} | {m('ld'):.0f} | {m('ldc'):.0f} | {m('sr'):.0f} | {rng('lr')} | {rng('lcr')} | {m('lsc'):.0f} | {rng('lscr')} |")
 
 
 def serving(d):

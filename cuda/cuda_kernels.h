@@ -64,7 +64,8 @@ void launch_decode_attention(const DecodeWork& w, const GpuInfo& gpu, KernelErro
 // Tests and benchmarks only: which decode kernel runs. 0 (default) and 2:
 // the tensor-core kernel wherever it is supported (head dim 64 or 128,
 // group <= 16 or a multiple of 16), CUDA cores elsewhere; 1: CUDA cores
-// always; 3: as 2 with the other pipeline depth. The workspace size covers
+// always; 3: as 2 with the other pipeline depth (fp8: four blocks per SM).
+// The workspace size covers
 // both kernels. Not thread safe; not in the C API.
 void set_decode_kernel_override(int path);
 

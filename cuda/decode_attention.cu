@@ -100,6 +100,11 @@ __global__ void __launch_bounds__(kThreads, 2) decode_kernel(const __grid_consta
   using Tl = Tiling<KV, D, GB>;
   constexpr int TPT = Tl::TPT, TG = Tl::TG, U = Tl::U, LOADS = Tl::LOADS, TILE = Tl::TILE;
   extern __shared__ uint4 smem[];
+  // The merge kernel (a programmatic dependent launch) may be scheduled as
+  // soon as every block of this grid has started: its blocks take SM room
+  // as ours retire and wait (griddepcontrol.wait) for this grid's
+  // completion and memory, so its launch and start-up overlap our tail.
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 
   const uint32_t b = blockIdx.z;
   const uint32_t kvh = blockIdx.y / p.head_chunks;
@@ -308,9 +313,6 @@ __global__ void __launch_bounds__(kThreads, 2) decode_kernel(const __grid_consta
       if (o % D == 0) p.ws_ml[part] = make_float2(mx, sum);
     }
   }
-  // The merge kernel may start launching now (programmatic dependent
-  // launch); it waits for this grid's writes before reading them.
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
 
 // Block-wide reduction over the D threads of a merge block.
@@ -337,6 +339,7 @@ __device__ __forceinline__ float block_reduce(float v, float* scratch, Op op) {
 // they are read from L2 once; further partial values come kMergePrefetch
 // loads at a time. The sums run in split order, as before.
 constexpr int kMergePrefetch = 32;
+static_assert(kMergePrefetch == int(kMergeRoundSplits), "the planner keeps to one merge round");
 
 template <class Q, int D>
 __global__ void __launch_bounds__(D) merge_kernel(const __grid_constant__ DecodeParams p) {
@@ -448,7 +451,7 @@ const Variant& variant() {
 
 // The tensor-core kernel (decode_tc_kernel.cuh): heads_per_cta is the
 // group, or 16 for a group that is a multiple of 16.
-template <class KV, class Q, int D, int STAGES>
+template <class KV, class Q, int D, int STAGES, int MINB = 1>
 Variant tc_variant(uint32_t group) {
   static Variant per_device[kMaxDevices];
   static std::once_flag once[kMaxDevices];
@@ -456,7 +459,7 @@ Variant tc_variant(uint32_t group) {
   std::call_once(once[device], [device] {
     using Tl = TcTiling<KV, D, STAGES>;
     Variant& r = per_device[device];
-    r.decode = decode_tc_kernel<KV, Q, D, STAGES>;
+    r.decode = decode_tc_kernel<KV, Q, D, STAGES, MINB>;
     r.merge = merge_kernel<Q, D>;
     r.smem_bytes = Tl::kSmemBytes;
     r.threads = kTcThreads;
@@ -519,27 +522,31 @@ bool tc_supports(const DecodeWork& w) {
 
 std::atomic<int> g_path_override{0};
 
-// Pipeline stages per warp: 16-bit K/V 3 (96 KiB, two blocks per SM), fp8
-// 4 (96 KiB with the converted tiles, two blocks per SM); override 3 picks
-// 4 (128 KiB, one block per SM) and 8 (160 KiB, one) instead. On an H100
-// (bench/results/2026-11-28-kernels-h100.md) the defaults were as fast or
-// faster on most rows; fp8 at 8 stages was 1.6x slower (issue-bound with
-// four warps per SM).
+// Pipeline stages per warp: 16-bit K/V 3 (96 KiB, two blocks per SM); fp8
+// 4 of raw tiles (64 KiB, three blocks per SM: the tile is converted in
+// registers, so more warps hide its latency). Override 3 picks 4 stages
+// (128 KiB, one block per SM) for 16-bit K/V and 3 stages (48 KiB, four
+// blocks per SM, 1-4% slower on an H200) for fp8 instead. On an H100 (bench/results/2026-11-28-kernels-h100.md) the 16-bit
+// defaults were as fast or faster on most rows.
 template <class KV, class Q, int D>
-Variant pick_tc_stages(uint32_t group, bool alt) {
-  constexpr bool kFp8 = std::is_same_v<KV, fp8_t>;
-  if (alt) return tc_variant<KV, Q, D, kFp8 ? 8 : 4>(group);
-  return tc_variant<KV, Q, D, kFp8 ? 4 : 3>(group);
+Variant pick_tc_stages(uint32_t group, int alt) {
+  if constexpr (std::is_same_v<KV, fp8_t>) {
+    if (alt == 3) return tc_variant<KV, Q, D, 3, 4>(group);
+    return tc_variant<KV, Q, D, 4, 3>(group);
+  } else {
+    if (alt == 3) return tc_variant<KV, Q, D, 4>(group);
+    return tc_variant<KV, Q, D, 3>(group);
+  }
 }
 
 template <class KV, class Q>
-Variant pick_tc_dim(uint32_t head_dim, uint32_t group, bool alt) {
+Variant pick_tc_dim(uint32_t head_dim, uint32_t group, int alt) {
   return head_dim == 64 ? pick_tc_stages<KV, Q, 64>(group, alt) : pick_tc_stages<KV, Q, 128>(group, alt);
 }
 
 Variant pick_tc(const DecodeWork& w) {
   const uint32_t group = w.q_heads / w.kv.kv_heads;
-  const bool alt = g_path_override.load(std::memory_order_relaxed) == 3;
+  const int alt = g_path_override.load(std::memory_order_relaxed);
   switch (w.kv.dtype) {
     case KVC_DTYPE_F16: return pick_tc_dim<f16_t, f16_t>(w.kv.head_dim, group, alt);
     case KVC_DTYPE_BF16: return pick_tc_dim<bf16_t, bf16_t>(w.kv.head_dim, group, alt);

@@ -28,7 +28,8 @@ uint64_t splits_by_occupancy(const DecodeShape& s) {
 DecodeSplit plan_decode_split(const DecodeShape& s) {
   DecodeSplit out;
   const uint64_t tokens = std::max<uint64_t>(s.max_tokens, 1);
-  const uint64_t most = std::min(splits_by_length(s, tokens), splits_by_occupancy(s));
+  uint64_t most = std::min(splits_by_length(s, tokens), splits_by_occupancy(s));
+  if (base_ctas(s) * kMergeRoundSplits * 2 >= s.wave) most = std::min(most, kMergeRoundSplits);
   // Estimated time: waves of thread blocks times the tokens each one reads,
   // plus a fixed cost per block (start-up, writing and merging partials).
   const uint64_t base = base_ctas(s);

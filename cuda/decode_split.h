@@ -10,14 +10,23 @@ namespace kvc {
 
 // Fewest tokens a split is given when a sequence is cut (DecodeShape::
 // min_split_tokens): below this the merge traffic and block start-up
-// outweigh the parallelism gained. fp8 K/V takes half: its warps convert
-// each tile before the mma, so a chain of tiles is latency-bound and
-// shorter splits pay off. On an H200, batch 1, 32 q / 8 kv heads
-// (bench/results/2026-11-28-kernels-h200.md): bf16 at 4K tokens 10.0 us
-// with 16 splits of 256 tokens, 10.3 with 32 of 128; fp8 at 4K 10.7 us
-// with 32 of 128, 11.6 with 16 of 256.
+// outweigh the parallelism gained. Per K/V type: fp8 took 128 while its
+// tiles were converted through shared memory (latency-bound chains of
+// tiles; bench/results/2026-11-28-kernels-h200.md: 4K tokens 10.7 us with
+// 32 splits of 128, 11.6 with 16 of 256). Converted in registers it is as
+// bf16 again (bench/results/2026-11-28-kernels-h200-r2.md, batch 1, 32 q /
+// 8 kv heads, 4K tokens: 11.0 us with 16 splits of 256, 11.8 with 32 of
+// 128; bf16 9.9 and 10.0).
 constexpr uint64_t kMinSplitTokens = 256;
-constexpr uint64_t kMinSplitTokensFp8 = 128;
+constexpr uint64_t kMinSplitTokensFp8 = 256;
+
+// Splits the merge kernel combines in one round trip (its prefetch,
+// decode_attention.cu). When this many splits already give half a wave of
+// thread blocks, the planner cuts no further: a 33rd split costs the merge
+// a second round trip. On an H200 (bench/results/2026-11-28-kernels-h200-r2.md),
+// batch 1, 32 q / 8 kv heads: bf16 32K 38.1 us at 32 splits, 47.2 at 40;
+// fp8 16K 18.8 us at 32, 21.5 at 40, 20.8 at 48.
+constexpr uint64_t kMergeRoundSplits = 32;
 
 struct DecodeShape {
   uint64_t batch = 0;

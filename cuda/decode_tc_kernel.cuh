@@ -14,8 +14,11 @@
 //  - the 16 lanes of a tile look up one token's block each; the byte
 //    offsets travel to the copying lanes by shuffles. Tokens outside the
 //    range or with a bad block id are zero-filled (not read) and masked;
-//  - S = Q K^T and O += P V with mma.sync (f32 accumulators) fed by
-//    ldmatrix from XOR-swizzled tiles (prefill_kernel.cuh's layout); the
+//  - S = Q K^T and O += P V with mma.sync (f32 accumulators); 16-bit K/V
+//    fed by ldmatrix from XOR-swizzled tiles (prefill_kernel.cuh's layout),
+//    fp8 K/V by each lane reading its operands' bytes from the raw tile
+//    and converting them in registers (permuted head dims for S, permuted
+//    output dims for O: see the loop); three blocks per SM for fp8; the
 //    online softmax runs in registers in the exp2 domain, O rescaled only
 //    when a row's max grew by more than 2^8 (exact);
 //  - the warps' partial (max, sum, O) are merged through shared memory,
@@ -42,15 +45,17 @@ constexpr int kTcThreads = kTcWarps * 32;
 constexpr int kTcTile = 16;  // tokens per warp step
 
 // KV: the cache's element type; 16-bit K/V lands in the stages in the mma
-// layout, fp8 K/V lands raw (kRawBytes per K or V tile) and each lane
-// converts the chunks it copied into one 16-bit K/V tile pair per warp.
+// layout (read by ldmatrix), fp8 K/V lands raw, kRawBytes per K or V tile,
+// rows of D bytes with XOR-swizzled 16-byte chunks (fp8_k_chunk /
+// fp8_v_chunk), and each lane converts the bytes it reads straight into
+// its mma operand registers (no converted tile in shared memory).
 template <class KV, int D, int STAGES>
 struct TcTiling {
   static constexpr bool kFp8 = std::is_same_v<KV, fp8_t>;
   static constexpr int kTileBytes = kTcTile * D * 2;  // K or V of one step, 16-bit
   static constexpr int kRawBytes = kTcTile * D * int(sizeof(KV));
   static constexpr int kStageBytes = 2 * kRawBytes;
-  static constexpr int kWarpBytes = STAGES * kStageBytes + (kFp8 ? 2 * kTileBytes : 0);
+  static constexpr int kWarpBytes = STAGES * kStageBytes;
   static constexpr int kPipeBytes = kTcWarps * kWarpBytes;
   static constexpr int kRowStride = D + 8;  // merge rows (floats), padded against bank conflicts
   static constexpr int kMergeBytes = kTcWarps * 16 * (kRowStride + 2) * 4;
@@ -62,8 +67,46 @@ __device__ __forceinline__ uint32_t load_u32(const void* p) {
   return *reinterpret_cast<const uint32_t*>(p);
 }
 
-template <class KV, class Q, int D, int STAGES>
-__global__ void __launch_bounds__(kTcThreads, 1) decode_tc_kernel(const __grid_constant__ DecodeParams p) {
+// fp8 K/V tiles in shared memory: row r (token r of the tile, D bytes),
+// 16-byte chunk c stored at chunk c ^ f(r). The swizzles make the reads of
+// the mma fragments below free of bank conflicts (head dim 128; 64 has
+// two-way conflicts on V): a K read takes chunks of rows g and g + 8, a V
+// read chunk g of rows 2 q4 (+1, +8, +9).
+template <int D>
+__device__ __forceinline__ uint32_t fp8_k_chunk(int r, int c) {
+  return uint32_t(r * D + ((c ^ (r & 1)) << 4));
+}
+template <int D>
+__device__ __forceinline__ uint32_t fp8_v_chunk(int r, int c) {
+  const int f = D == 128 ? ((r >> 1) & 3) << 1 : (r >> 1) & 3;
+  return uint32_t(r * D + ((c ^ f) << 4));
+}
+
+// e4m3 -> f16 pairs for the mma operands: cvt.rn.f16x2.e4m3x2 (exact, NaN
+// kept). Measured on an H200 (bench/results/2026-11-28-kernels-h200-r2.md):
+// FlashInfer's bit-move dequant (sign to bit 15, the other seven bits to
+// bits 7..13, 2^8 folded into the scales) made the kernel 20-25% slower:
+// three integer instructions per pair cost more issue slots than one cvt.
+// The e4m3 pair in 16-bit half H of x (low byte -> low half).
+template <int H>
+__device__ __forceinline__ uint32_t e4m3x2_f16x2(uint32_t x) {
+  uint32_t r;
+  if constexpr (H == 0)
+    asm("{\n .reg .b16 lo, hi;\n mov.b32 {lo, hi}, %1;\n cvt.rn.f16x2.e4m3x2 %0, lo;\n}\n"
+        : "=r"(r) : "r"(x));
+  else
+    asm("{\n .reg .b16 lo, hi;\n mov.b32 {lo, hi}, %1;\n cvt.rn.f16x2.e4m3x2 %0, hi;\n}\n"
+        : "=r"(r) : "r"(x));
+  return r;
+}
+// Byte J of a and byte J of b (a -> low half) as an f16 pair.
+template <int J>
+__device__ __forceinline__ uint32_t e4m3_pair_f16x2(uint32_t a, uint32_t b) {
+  return e4m3x2_f16x2<J % 2>(__byte_perm(a, b, J < 2 ? 0x5140u : 0x7362u));
+}
+
+template <class KV, class Q, int D, int STAGES, int MINB>
+__global__ void __launch_bounds__(kTcThreads, MINB) decode_tc_kernel(const __grid_constant__ DecodeParams p) {
   using Tl = TcTiling<KV, D, STAGES>;
   constexpr bool kFp8 = Tl::kFp8;
   using M = std::conditional_t<kFp8, f16_t, Q>;  // the mma's operand type
@@ -71,6 +114,11 @@ __global__ void __launch_bounds__(kTcThreads, 1) decode_tc_kernel(const __grid_c
   constexpr int KS = D / 16;  // k-steps of S = Q K^T
   constexpr int DT = D / 8;   // n-tiles of O
   extern __shared__ __align__(128) unsigned char tc_smem[];
+  // The merge kernel (a programmatic dependent launch) may be scheduled as
+  // soon as every block of this grid has started: its blocks take SM room
+  // as ours retire and wait (griddepcontrol.wait) for this grid's
+  // completion and memory, so its launch and start-up overlap our tail.
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 
   const int warp = int(threadIdx.x >> 5);
   const int lane = int(threadIdx.x & 31);
@@ -137,7 +185,7 @@ __global__ void __launch_bounds__(kTcThreads, 1) decode_tc_kernel(const __grid_c
         cp_async16(v_dst + swz<D>(r, c), p.v_base + src, bytes);
       }
     } else {
-      // Raw: pass k of lane at chunk k * 32 + lane (read back by this lane only).
+      // Raw rows of D bytes, swizzled chunks (fp8_k_chunk, fp8_v_chunk).
       constexpr int CPR = D / 16;
       constexpr int RPP = 32 / CPR;
       const int c = lane % CPR;
@@ -147,36 +195,11 @@ __global__ void __launch_bounds__(kTcThreads, 1) decode_tc_kernel(const __grid_c
         const int64_t o = __shfl_sync(0xffffffffu, off, r);
         const uint32_t bytes = o >= 0 ? 16u : 0u;
         const int64_t src = o >= 0 ? o + c * 16 : 0;
-        cp_async16(k_dst + uint32_t((k * 32 + lane) * 16), p.k_base + src, bytes);
-        cp_async16(v_dst + uint32_t((k * 32 + lane) * 16), p.v_base + src, bytes);
+        cp_async16(k_dst + fp8_k_chunk<D>(r, c), p.k_base + src, bytes);
+        cp_async16(v_dst + fp8_v_chunk<D>(r, c), p.v_base + src, bytes);
       }
     }
   };
-  // fp8: converts this lane's raw chunks of a stage into the warp's 16-bit
-  // tiles (16 fp8 -> two 16-byte chunks of the swizzled row).
-  const uint32_t s_conv = s_warp + uint32_t(STAGES * Tl::kStageBytes);
-  auto convert = [&](uint32_t stage) {
-    if constexpr (kFp8) {
-      constexpr int CPR = D / 16;
-      constexpr int RPP = 32 / CPR;
-      const int c = lane % CPR;
-      const unsigned char* raw = tc_smem + (s_warp - smem_u32(tc_smem)) + stage * uint32_t(Tl::kStageBytes);
-      unsigned char* conv = tc_smem + (s_conv - smem_u32(tc_smem));
-#pragma unroll
-      for (int kv = 0; kv < 2; ++kv)
-#pragma unroll
-        for (int k = 0; k < kTcTile / RPP; ++k) {
-          const int r = lane / CPR + k * RPP;
-          const uint4 in = *reinterpret_cast<const uint4*>(raw + kv * Tl::kRawBytes + (k * 32 + lane) * 16);
-          uint4 two[2];
-          fp8x16_to<M>(in, two);
-          unsigned char* row = conv + kv * Tl::kTileBytes;
-          *reinterpret_cast<uint4*>(row + swz<D>(r, 2 * c)) = two[0];
-          *reinterpret_cast<uint4*>(row + swz<D>(r, 2 * c + 1)) = two[1];
-        }
-    }
-  };
-
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     if (uint32_t(s) < my_tiles) issue(uint32_t(s));
@@ -184,10 +207,13 @@ __global__ void __launch_bounds__(kTcThreads, 1) decode_tc_kernel(const __grid_c
   }
 
   // Q as A fragments (rows g and g + 8; zero rows past the block's heads).
-  // fp8 K/V: the mma runs in f16 (fp8 converts to f16 in one instruction
-  // per pair, exactly); a bf16 query is scaled by a power of two that brings
-  // the block's largest |q| under 2^14 first (exact; folded into the score
-  // scale), so it cannot overflow f16.
+  // fp8 K/V: the mma runs in f16 (fp8 converts to f16 exactly); a bf16
+  // query is scaled by a power of two that brings the block's largest |q|
+  // under 2^14 first (exact; folded into the score scale), so it cannot
+  // overflow f16. The head dims of S = Q K^T are permuted for fp8 (the sum
+  // does not care): k-step kk's columns 2 q4 + {0, 1} and 2 q4 + {8, 9} are
+  // dims (D / 4) q4 + 4 kk + {0, 1} and + {2, 3}, so a lane's K operands of
+  // one token are D / 4 consecutive bytes.
   uint32_t qa[KS][4];
   float mult = p.q_scale;
   {
@@ -195,11 +221,12 @@ __global__ void __launch_bounds__(kTcThreads, 1) decode_tc_kernel(const __grid_c
     const bool lo = g < rows, hi = g + 8 < rows;
 #pragma unroll
     for (int kk = 0; kk < KS; ++kk) {
-      const int col = kk * 16 + 2 * q4;
+      const int col = kFp8 ? (D / 4) * q4 + 4 * kk : kk * 16 + 2 * q4;
+      const int col2 = kFp8 ? col + 2 : col + 8;
       qa[kk][0] = lo ? load_u32(q0 + g * D + col) : 0u;
       qa[kk][1] = hi ? load_u32(q0 + (g + 8) * D + col) : 0u;
-      qa[kk][2] = lo ? load_u32(q0 + g * D + col + 8) : 0u;
-      qa[kk][3] = hi ? load_u32(q0 + (g + 8) * D + col + 8) : 0u;
+      qa[kk][2] = lo ? load_u32(q0 + g * D + col2) : 0u;
+      qa[kk][3] = hi ? load_u32(q0 + (g + 8) * D + col2) : 0u;
     }
     if constexpr (kFp8 && std::is_same_v<Q, bf16_t>) {
       float amax = 0.0f;
@@ -244,26 +271,47 @@ __global__ void __launch_bounds__(kTcThreads, 1) decode_tc_kernel(const __grid_c
     cp_async_wait<STAGES - 1>();  // this lane's copies of step i have landed
     __syncwarp();                 // and every lane's
     const uint32_t stage = i % STAGES;
-    uint32_t k_tile = s_warp + stage * uint32_t(Tl::kStageBytes);
-    if constexpr (kFp8) {
-      convert(stage);
-      __syncwarp();  // the converted tiles are complete
-      k_tile = s_conv;
-    }
-    const uint32_t v_tile = k_tile + uint32_t(Tl::kTileBytes);
+    const uint32_t k_tile = s_warp + stage * uint32_t(Tl::kStageBytes);
+    const uint32_t v_tile = k_tile + uint32_t(Tl::kRawBytes);
     const uint32_t vmask = __ballot_sync(0xffffffffu, (valid_bits >> stage) & 1u);
+    // fp8: this stage's raw K and V as bytes (generic pointers).
+    const unsigned char* k_raw = tc_smem + (k_tile - smem_u32(tc_smem));
+    const unsigned char* v_raw = k_raw + Tl::kRawBytes;
 
     float s[2][4];
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) s[nt][e] = 0.0f;
+    if constexpr (!kFp8) {
 #pragma unroll
-    for (int kk = 0; kk < KS; ++kk) {
-      uint32_t kb[4];
-      ldmatrix_x4(kb, k_tile + (k_off ^ uint32_t(kk << 5)));
-      mma16816<M>(s[0], qa[kk], kb[0], kb[1]);
-      mma16816<M>(s[1], qa[kk], kb[2], kb[3]);
+      for (int kk = 0; kk < KS; ++kk) {
+        uint32_t kb[4];
+        ldmatrix_x4(kb, k_tile + (k_off ^ uint32_t(kk << 5)));
+        mma16816<M>(s[0], qa[kk], kb[0], kb[1]);
+        mma16816<M>(s[1], qa[kk], kb[2], kb[3]);
+      }
+    } else {
+      // B of n-tile nt: token g + 8 nt, its bytes (D / 4) q4 .. + D / 4 - 1
+      // (word kk: the dims of k-step kk, see the query above).
+      uint32_t kw[2][KS];
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const int r = g + 8 * nt;
+#pragma unroll
+        for (int c = 0; c < D / 64; ++c) {
+          const uint4 x = *reinterpret_cast<const uint4*>(k_raw + fp8_k_chunk<D>(r, (D / 64) * q4 + c));
+          kw[nt][4 * c] = x.x;
+          kw[nt][4 * c + 1] = x.y;
+          kw[nt][4 * c + 2] = x.z;
+          kw[nt][4 * c + 3] = x.w;
+        }
+      }
+#pragma unroll
+      for (int kk = 0; kk < KS; ++kk)
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+          mma16816<M>(s[nt], qa[kk], e4m3x2_f16x2<0>(kw[nt][kk]), e4m3x2_f16x2<1>(kw[nt][kk]));
     }
 
     // Scale (any sign), mask, online softmax per row half h (row g + 8h).
@@ -315,12 +363,47 @@ __global__ void __launch_bounds__(kTcThreads, 1) decode_tc_kernel(const __grid_c
     pa[1] = pack2<M>(s[0][2], s[0][3]);
     pa[2] = pack2<M>(s[1][0], s[1][1]);
     pa[3] = pack2<M>(s[1][2], s[1][3]);
+    if constexpr (!kFp8) {
 #pragma unroll
-    for (int pp = 0; pp < D / 16; ++pp) {
-      uint32_t vb[4];
-      ldmatrix_x4_trans(vb, v_tile + (v_off ^ uint32_t(pp << 5)));
-      mma16816<M>(o[2 * pp], pa, vb[0], vb[1]);
-      mma16816<M>(o[2 * pp + 1], pa, vb[2], vb[3]);
+      for (int pp = 0; pp < D / 16; ++pp) {
+        uint32_t vb[4];
+        ldmatrix_x4_trans(vb, v_tile + (v_off ^ uint32_t(pp << 5)));
+        mma16816<M>(o[2 * pp], pa, vb[0], vb[1]);
+        mma16816<M>(o[2 * pp + 1], pa, vb[2], vb[3]);
+      }
+    } else {
+      // B of n-tile nt: tokens 2 q4 (+1, +8, +9), at dim (D / 8) g + nt (the
+      // output dims are permuted: o[nt][e] is dim (D / 8)(2 q4 + e) + nt).
+      // A lane reads D / 8 consecutive bytes of each of its four tokens;
+      // byte J of word w is n-tile 4 w + J.
+      constexpr int VW = D / 32;
+      uint32_t vw[4][VW];
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        const int r = 2 * q4 + (t & 1) + 8 * (t >> 1);
+        if constexpr (D == 128) {
+          const uint4 x = *reinterpret_cast<const uint4*>(v_raw + fp8_v_chunk<D>(r, g));
+          vw[t][0] = x.x;
+          vw[t][1] = x.y;
+          vw[t][2] = x.z;
+          vw[t][3] = x.w;
+        } else {
+          const uint2 x = *reinterpret_cast<const uint2*>(v_raw + fp8_v_chunk<D>(r, g >> 1) + (g & 1) * 8);
+          vw[t][0] = x.x;
+          vw[t][1] = x.y;
+        }
+      }
+#pragma unroll
+      for (int w = 0; w < VW; ++w) {
+        mma16816<M>(o[4 * w], pa, e4m3_pair_f16x2<0>(vw[0][w], vw[1][w]),
+                    e4m3_pair_f16x2<0>(vw[2][w], vw[3][w]));
+        mma16816<M>(o[4 * w + 1], pa, e4m3_pair_f16x2<1>(vw[0][w], vw[1][w]),
+                    e4m3_pair_f16x2<1>(vw[2][w], vw[3][w]));
+        mma16816<M>(o[4 * w + 2], pa, e4m3_pair_f16x2<2>(vw[0][w], vw[1][w]),
+                    e4m3_pair_f16x2<2>(vw[2][w], vw[3][w]));
+        mma16816<M>(o[4 * w + 3], pa, e4m3_pair_f16x2<3>(vw[0][w], vw[1][w]),
+                    e4m3_pair_f16x2<3>(vw[2][w], vw[3][w]));
+      }
     }
     __syncwarp();  // every lane is done with this stage before it is refilled
   }
@@ -340,10 +423,18 @@ __global__ void __launch_bounds__(kTcThreads, 1) decode_tc_kernel(const __grid_c
       sm_m[row] = m[h];
       sm_l[row] = sum;
     }
+    if constexpr (!kFp8) {
 #pragma unroll
-    for (int nt = 0; nt < DT; ++nt)
-      *reinterpret_cast<float2*>(sm_o + row * Tl::kRowStride + nt * 8 + 2 * q4) =
-          make_float2(o[nt][2 * h], o[nt][2 * h + 1]);
+      for (int nt = 0; nt < DT; ++nt)
+        *reinterpret_cast<float2*>(sm_o + row * Tl::kRowStride + nt * 8 + 2 * q4) =
+            make_float2(o[nt][2 * h], o[nt][2 * h + 1]);
+    } else {
+#pragma unroll
+      for (int nt = 0; nt < DT; ++nt) {
+        sm_o[row * Tl::kRowStride + (D / 8) * (2 * q4) + nt] = o[nt][2 * h];
+        sm_o[row * Tl::kRowStride + (D / 8) * (2 * q4 + 1) + nt] = o[nt][2 * h + 1];
+      }
+    }
   }
   __syncthreads();
   for (int idx = int(threadIdx.x); idx < rows * D; idx += kTcThreads) {
@@ -368,8 +459,6 @@ __global__ void __launch_bounds__(kTcThreads, 1) decode_tc_kernel(const __grid_c
       if (d == 0) p.ws_ml[part] = make_float2(sum > 0.0f ? ref : kNoScore, sum);
     }
   }
-  // The merge kernel may start launching now; it waits for this grid.
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
 
 }  // namespace

@@ -93,52 +93,14 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
   const int warp = (tid >> 5) & 3;
   const int lane = tid & 31;
 
-  // The work item, as in prefill_wgmma_kernel.cuh.
-  const uint32_t pieces = p.kv_heads * p.num_splits;
-  const uint32_t tile = p.num_tiles - 1 - blockIdx.x / pieces;
-  const uint32_t piece = blockIdx.x % pieces;
-  const uint32_t kvh = piece / p.num_splits;
-  const uint32_t split = piece % p.num_splits;
-  int lo_b = 0, hi_b = int(p.num_seqs) - 1;
-  while (lo_b < hi_b) {
-    const int mid = (lo_b + hi_b + 1) >> 1;
-    if (uint32_t(p.seqs[mid].tile_begin) <= tile) lo_b = mid;
-    else hi_b = mid - 1;
-  }
-  const PrefillSeq sq = p.seqs[lo_b];
-  const int G = int(p.group);
-  const int rows_valid = sq.q_len * G;
-  const int r0 = int(tile - uint32_t(sq.tile_begin)) * BM;
-  const int prefix = sq.kv_len - sq.q_len;
-  const int pos_min = prefix + r0 / G;
-  const int pos_max = prefix + (min(r0 + BM, rows_valid) - 1) / G;
-  const int window = int(p.window);
-
-  const int32_t* table_row;
-  bool table_ok = true;
-  if (p.indptr != nullptr) {
-    const int32_t begin = p.indptr[sq.index];
-    const int64_t have = int64_t(p.indptr[sq.index + 1]) - begin;
-    const int64_t need = (int64_t(sq.kv_len) + (1 << p.block_shift) - 1) >> p.block_shift;
-    if (have < need) {
-      if (tid == 0 && r0 == 0 && piece == 0)
-        record_kernel_error(p.err, kPrefillTableTooShort, p.layer, sq.index, have, need);
-      table_ok = false;
-    }
-    table_row = p.table + begin;
-  } else {
-    table_row = p.table + uint64_t(sq.index) * p.table_stride;
-  }
-
-  const int lo = window != 0 ? max(0, pos_min + 1 - window) : 0;
-  const int hi = pos_max + 1;
-  int lo_s = lo, hi_s = hi;
-  if (p.num_splits > 1) {
-    const int base = (lo / kWgBN) * kWgBN + int(split * p.split_tokens);  // the planner's unit
-    lo_s = max(lo, base);
-    hi_s = min(hi, base + int(p.split_tokens));
-  }
-  if (!table_ok) hi_s = lo_s;
+  // The work item (prefill_work_item.cuh).
+  const PrefillWorkItem w = prefill_work_item(p);
+  const uint32_t kvh = w.kvh, split = w.split;
+  const PrefillSeq sq = w.sq;
+  const int G = w.G, rows_valid = w.rows_valid, r0 = w.r0, prefix = w.prefix;
+  const int pos_min = w.pos_min, pos_max = w.pos_max, window = w.window;
+  const int32_t* const table_row = w.table_row;
+  const int lo_s = w.lo_s, hi_s = w.hi_s;
   const int n_first = (lo_s / BN) * BN;
   const int n_tiles = hi_s > lo_s ? (hi_s - n_first + BN - 1) / BN : 0;
   const int n_active = r0 + 64 < rows_valid ? 2 : 1;  // consumer warpgroups with rows

@@ -45,6 +45,11 @@ struct StoreParams {
   uint32_t seq_len;          // strided: tokens per source sequence
   int64_t src_strides[2][3]; // strided: [key, value][seq, token, head] in bytes
   uint32_t block_shift;      // log2(tokens_per_block)
+  // items_per_token, items_per_kv and items_per_row all powers of two (the
+  // common shapes): an item's indices by shifts (their log2 below) instead
+  // of three 32-bit divisions, which cost the small copies' issue slots.
+  uint32_t pow2;
+  uint32_t token_shift, kv_shift, row_shift;
   float k_scale;
   float v_scale;
   KernelErrorRecord* err;
@@ -82,12 +87,22 @@ __global__ void __launch_bounds__(IPT == 1 ? kMaxThreads : kThreads) store_kv_ke
     dst[j] = nullptr;
     const uint32_t i = first + j * blockDim.x;
     if (i >= p.num_items) continue;
-    const uint32_t tok = i / p.items_per_token;
-    const uint32_t r = i - tok * p.items_per_token;
-    const uint32_t kv = r / p.items_per_kv;
-    const uint32_t rr = r - kv * p.items_per_kv;
-    const uint32_t h = rr / p.items_per_row;
-    const uint32_t v = rr - h * p.items_per_row;
+    uint32_t tok, r, kv, rr, h, v;
+    if (p.pow2 != 0) {
+      tok = i >> p.token_shift;
+      r = i & (p.items_per_token - 1);
+      kv = r >> p.kv_shift;
+      rr = r & (p.items_per_kv - 1);
+      h = rr >> p.row_shift;
+      v = rr & (p.items_per_row - 1);
+    } else {
+      tok = i / p.items_per_token;
+      r = i - tok * p.items_per_token;
+      kv = r / p.items_per_kv;
+      rr = r - kv * p.items_per_kv;
+      h = rr / p.items_per_row;
+      v = rr - h * p.items_per_row;
+    }
     const uint64_t token = uint64_t(p.token_begin) + tok;
     // The source row does not depend on the slot: load both at once rather
     // than one after the other (two memory latencies per small call).
@@ -130,6 +145,12 @@ __global__ void __launch_bounds__(IPT == 1 ? kMaxThreads : kThreads) store_kv_ke
 
 template <class In, class Out, int E, bool Strided, int IPT = kItemsPerThread>
 void launch_with(StoreParams p, uint32_t num_tokens, cudaStream_t stream, uint32_t threads = kThreads) {
+  auto log2_of = [](uint32_t x) -> int { return x != 0 && (x & (x - 1)) == 0 ? __builtin_ctz(x) : -1; };
+  const int ts = log2_of(p.items_per_token), ks = log2_of(p.items_per_kv), rs = log2_of(p.items_per_row);
+  p.pow2 = ts >= 0 && ks >= 0 && rs >= 0;
+  p.token_shift = uint32_t(p.pow2 ? ts : 0);
+  p.kv_shift = uint32_t(p.pow2 ? ks : 0);
+  p.row_shift = uint32_t(p.pow2 ? rs : 0);
   // 32-bit item indices: a launch takes at most 2^31 items.
   const uint32_t max_tokens = uint32_t((uint64_t(1) << 31) / p.items_per_token);
   for (uint32_t begin = 0; begin < num_tokens; begin += max_tokens) {

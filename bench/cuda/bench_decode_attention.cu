@@ -16,7 +16,8 @@
 // Prints one line per row; --json FILE writes one JSON object per row for
 // bench/kernel_report.py. --rows "Q/KV/BATCH/CTX[/fp8] ..." times those rows
 // only, cold GPU time alone (no warm, host or prefill-kernel columns, no
-// peers): the quick A/B of two builds. KVC_DECODE_SPLITS=N forces the
+// peers unless --peers is given: FlashInfer's cold time then too): the
+// quick A/B of two builds. KVC_DECODE_SPLITS=N forces the
 // number of splits (kvc::set_decode_split_override).
 #include <array>
 #include <cmath>
@@ -97,11 +98,14 @@ int main(int argc, char** argv) {
   // BatchPrefill..., prefill kernels).
   uint32_t only[4] = {0, 0, 0, 0};
   bool profile = false, profile_fp8 = false;
+  // --peers with --rows: FlashInfer's two kernels too (cold time only).
+  bool with_peers = false;
   // --rows: the listed rows, cold time only.
   std::vector<std::array<uint32_t, 5>> rows;  // q, kv, batch, ctx, fp8
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) json_path = argv[++i];
     if (std::strcmp(argv[i], "--quick") == 0) quick = true;
+    if (std::strcmp(argv[i], "--peers") == 0) with_peers = true;
     if (std::strcmp(argv[i], "--profile") == 0 && i + 1 < argc)
     {
       profile = std::sscanf(argv[++i], "%u/%u/%u/%u", &only[0], &only[1], &only[2], &only[3]) == 4;
@@ -320,7 +324,7 @@ int main(int argc, char** argv) {
         double fi_diff[2] = {-1, -1};
         std::string fi_note[2];
 #ifdef KVC_BENCH_FLASHINFER
-        if (c.dtype == KVC_DTYPE_BF16 && !rows_only) {
+        if (c.dtype == KVC_DTYPE_BF16 && (!rows_only || with_peers)) {
           fi_peer::PagedKv kv{};
           kv.k_data = view.base;
           kv.v_data = static_cast<char*>(view.base) + view.kv_stride;
@@ -349,10 +353,10 @@ int main(int argc, char** argv) {
             };
             fi[k][0] = gpu_or_profile(calls, [&](int i) { return fi_call(i % sets); });
             method += g_last_timing;
-            if (!profile)
+            if (!profile && !rows_only)
               fi[k][1] = gpu_time_us(stream, std::max(calls / int(sets), 3), kSamples,
                                      [&](int) { return fi_call(0); });
-            if (kv_bytes <= 600e6 && fi[k][0] > 0)
+            if (kv_bytes <= 600e6 && fi[k][0] > 0 && !rows_only)
               fi[k][2] = host_call_us(stream, calls, kSamples, [&](int i) { fi_call(i % sets); });
             BENCH_CUDA(cudaMemset(peer_out, 0xFF, size_t(batch) * c.q_heads * kHeadDim * 2));
             if (fi_call(0)) {

@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "core/sha256.h"
+#include "core/xxh3_stream.h"
 
 namespace kvc {
 
@@ -114,6 +115,40 @@ const char* record_check_name(RecordCheck c);
 // Checks `size` bytes at `record` against `layout` and `key`.
 RecordCheck check_record(const RecordLayout& layout, const RecordKey& key,
                          const unsigned char* record, size_t size);
+
+// The record checksum (XXH3-64 of bytes [0, 80) ++ [88, end)) of a record
+// given in consecutive pieces from its first byte: a store hashes each piece
+// right after it read it, while the bytes are still in the CPU's cache, so
+// the check does not read the record from memory a second time
+// (bench/results/2026-11-28-disk-reads-vm-2cpu.md). Its digest() over all
+// of a record's bytes equals record_checksum() of them.
+class RecordChecksum {
+ public:
+  // The next `size` bytes of the record, which start at `piece`.
+  void update(const unsigned char* piece, size_t size);
+  uint64_t digest() const { return stream_.digest(); }
+  uint64_t bytes() const { return at_; }  // how many were given
+  // For the next record.
+  void reset() {
+    stream_.reset();
+    at_ = 0;
+  }
+
+ private:
+  Xxh3Stream stream_;
+  uint64_t at_ = 0;
+};
+// The record checksum of `size` bytes (>= kRecordFixedHeader) at `record`.
+uint64_t record_checksum(const unsigned char* record, size_t size);
+
+// check_record() for a record whose checksum `sum` was computed
+// (RecordChecksum, record_checksum) over exactly these `size` bytes, as they
+// were put at `record` and not changed since: the same verdict, without
+// hashing the bytes again. Everything else is checked here as check_record()
+// does (magic, version, sizes, geometry, the checksum stored in the record
+// against `sum`, the full key).
+RecordCheck check_record_summed(const RecordLayout& layout, const RecordKey& key,
+                                const unsigned char* record, size_t size, uint64_t sum);
 // The frame only (magic, version, sizes, fingerprint, checksum): what a store
 // can check without knowing the prompt (a disk store's index rebuild).
 RecordCheck check_record_frame(const RecordLayout& layout, const unsigned char* record,

@@ -156,6 +156,19 @@ class BlockStore {
   // A hit refreshes the record's recency. Never throws.
   virtual size_t load(const uint64_t* hashes, size_t n, unsigned char* const* out) = 0;
 
+  // load(), and sums[i] = the record checksum (block_record.h:
+  // RecordChecksum) of the bytes written to out[i], for each record returned,
+  // for the caller's check_record_summed(). The default hashes each record
+  // after load(); the disk store hashes each piece of a record right after
+  // it read it, while the bytes are in the CPU's cache, so the check does not
+  // read the record from memory again.
+  virtual size_t load_summed(const uint64_t* hashes, size_t n, unsigned char* const* out,
+                             uint64_t* sums) {
+    const size_t got = load(hashes, n, out);
+    for (size_t i = 0; i < got; ++i) sums[i] = record_checksum(out[i], layout().record_bytes());
+    return got;
+  }
+
   // The record under `lookup_hash` failed the caller's check (why): counted
   // in rejected; the store drops it if it still holds that record.
   virtual void reject(uint64_t lookup_hash, RecordCheck why) = 0;

@@ -496,14 +496,14 @@ void Eviction::on_moved_in(uint32_t node, const uint32_t* blocks) {
 
 void Eviction::trial_take_out(uint32_t node, uint32_t group) {
   EvictionPolicy& q = queue(group);
-  undo_.push_back({node, group, false, q.priority(node), q.age(node)});
+  undo_.emplace_back(node, group, false, q.priority(node), q.age(node));
   q.remove(node);
 }
 
 void Eviction::trial_put_in(uint32_t node, uint32_t group) {
   const TreeNode& t = tree_.node(node);
   queue(group).insert_by_age(node, t.priority, t.age);
-  undo_.push_back({node, group, true, t.priority, t.age});
+  undo_.emplace_back(node, group, true, t.priority, t.age);
 }
 
 void Eviction::undo_trial() {

@@ -224,6 +224,10 @@ class Eviction final : public Residency::Reclaimer {
   static constexpr uint64_t kEvictChunk = 256;
   std::vector<uint32_t> evicted_;                // kEvictChunk block sets
   struct Undo {
+    // Built in place (emplace_back): a temporary copied in as 16 bytes
+    // would wait for the queue's stores before it (failed forwarding).
+    Undo(uint32_t n, uint32_t g, bool in, uint32_t p, uint64_t a)
+        : node(n), group(g), inserted(in), priority(p), age(a) {}
     uint32_t node;
     uint32_t group;     // kAnchor or a windowed group
     bool inserted;      // else removed

@@ -23,6 +23,7 @@ HostTier::HostTier(const GroupLayout& layout, const LayerGrouping& grouping, Pre
       min_priority_(min_priority) {
   for (const auto& m : ranks.host_pools(0)) pools_.emplace_back(m->num_blocks(), m->num_blocks());
   marks_.assign(tree_.id_bound(), Marks());
+  excluded_bits_.assign((uint64_t(tree_.id_bound()) + 63) / 64, 0);
 }
 
 uint64_t HostTier::count_held(const std::vector<uint32_t>& nodes, uint32_t partial) const {
@@ -81,13 +82,21 @@ void HostTier::prepare(const Reservation& r, void* stream) {
     }
   }
 
-  // Room in the host tier: its victims leave the tree.
-  for (uint32_t h : host_victims_) evict_node(h);
+  // Room in the host tier: its victims leave the tree. The list is known:
+  // each one's record and table slots are fetched kAhead victims ahead,
+  // its host blocks' pool lines half as far (they need the record).
+  for (size_t i = 0; i < host_victims_.size(); ++i) {
+    if (i + kAhead < host_victims_.size()) tree_.prefetch_erase(host_victims_[i + kAhead]);
+    if (i + kAhead / 2 < host_victims_.size()) prefetch_host_blocks(host_victims_[i + kAhead / 2]);
+    evict_node(host_victims_[i]);
+  }
 
   // 2. Offloads: every copy of the call in one batch, into fresh host sets.
   batch_.reset(residency_.num_pools());
   dest_.clear();
-  for (const Victim& v : victims_) {
+  for (size_t i = 0; i < victims_.size(); ++i) {
+    if (i + kAhead < victims_.size()) tree_.prefetch_blocks(victims_[i + kAhead].node);
+    const Victim& v = victims_[i];
     if (!v.offload) continue;
     for (uint32_t g = 0; g < G; ++g) {
       const uint32_t p = layout_.group_pool[g];
@@ -112,8 +121,13 @@ void HostTier::prepare(const Reservation& r, void* stream) {
   }
 
   // 3. The victims, in eviction order: offloaded or dropped.
-  size_t k = 0;
-  for (const Victim& v : victims_) {
+  // Each offload's primary and host pool lines fetched kAhead victims ahead.
+  size_t k = 0;                    // victim i's destinations: dest_[G * k]
+  size_t ahead = 0, k_ahead = 0;   // the next victim to fetch, its destinations
+  for (size_t i = 0; i < victims_.size(); ++i) {
+    for (; ahead < victims_.size() && ahead <= i + kAhead; ++ahead)
+      if (victims_[ahead].offload) prefetch_offload(victims_[ahead].node, &dest_[G * k_ahead++]);
+    const Victim& v = victims_[i];
     if (v.offload) offload_node(v.node, &dest_[G * k++]);
     else eviction_.evict_node(v.node);
   }
@@ -147,6 +161,23 @@ void HostTier::prepare(const Reservation& r, void* stream) {
 // ---------------------------------------------------------------------------
 // Moves
 // ---------------------------------------------------------------------------
+
+void HostTier::prefetch_host_blocks(uint32_t node) const {
+  for (uint32_t g = 0; g < layout_.num_groups(); ++g) {
+    const uint32_t b = tree_.block(node, g);
+    if (b != kNoBlock) pools_[layout_.group_pool[g]].prefetch(b);
+  }
+}
+
+void HostTier::prefetch_offload(uint32_t node, const uint32_t* host_blocks) const {
+  tree_.prefetch_node(tree_.node(node).parent);
+  for (uint32_t g = 0; g < layout_.num_groups(); ++g) {
+    if (host_blocks[g] == kNoBlock) continue;
+    const uint32_t p = layout_.group_pool[g];
+    residency_.pool(p).prefetch(tree_.block(node, g));
+    pools_[p].prefetch(host_blocks[g]);
+  }
+}
 
 void HostTier::release_blocks(const uint32_t* blocks) {
   for (uint32_t g = 0; g < layout_.num_groups(); ++g)

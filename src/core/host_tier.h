@@ -81,6 +81,11 @@ class HostTier final : public Tier {
   // Evicts a host node (and its host subtree) from the tree.
   void evict_node(uint32_t node);
   void release_blocks(const uint32_t* blocks);
+  // What prepare's loops fetch kAhead nodes ahead: a host victim's host
+  // pool lines; an offload's primary and host pool lines and its parent.
+  static constexpr size_t kAhead = 8;
+  void prefetch_host_blocks(uint32_t node) const;
+  void prefetch_offload(uint32_t node, const uint32_t* host_blocks) const;
   uint64_t set_bytes() const;
 
   const GroupLayout& layout_;
@@ -97,21 +102,29 @@ class HostTier final : public Tier {
   StoreChain* stores_ = nullptr;
   HostTierCounters counters_;
 
-  // The plan of one call (capacity kept between calls).
+  // The plan of one call (capacity kept between calls). Its entries are
+  // built in place (emplace_back): a temporary copied in as one wide load
+  // fails store forwarding and waits for every store before it, the queue
+  // changes' cache misses included.
   struct Victim {
+    Victim(uint32_t n, bool o) : node(n), offload(o) {}
     uint32_t node;
     bool offload;  // else dropped
   };
   std::vector<Victim> victims_;        // primary (anchor) victims, in eviction order
   struct SlotVictim {
-    uint32_t node;
+    SlotVictim(uint32_t n, uint32_t g) : group(g), node(n) {}
+    // (group first: not a copy of Eviction::Victim's first 8 bytes, which
+    // the compiler would read at once, before the branch, and wait for.)
     uint32_t group;  // a windowed group
+    uint32_t node;
   };
   std::vector<SlotVictim> slot_victims_; // cached windowed slots evicted on their own
   std::vector<uint32_t> host_victims_;   // host nodes evicted to make room, in order
   std::vector<uint32_t> onboards_;       // held host nodes, root-down
   std::vector<uint32_t> dest_;           // destination blocks, num_groups per moved node
   struct Undo {                          // host queue changes while planning
+    Undo(uint32_t n, bool in, uint32_t p, uint64_t a) : node(n), inserted(in), priority(p), age(a) {}
     uint32_t node;
     bool inserted;  // else removed
     uint32_t priority;
@@ -131,6 +144,11 @@ class HostTier final : public Tier {
     bool none() const { return gone_primary == 0 && gone_host == 0 && excluded == 0; }
   };
   std::vector<Marks> marks_;
+  // The excluded marks again, one bit a node: a parent with one child has
+  // no marks entry to read, and this table (id_bound / 8 bytes) stays in
+  // cache.
+  std::vector<uint64_t> excluded_bits_;
+  bool is_excluded(uint32_t n) const { return (excluded_bits_[n >> 6] >> (n & 63)) & 1; }
   std::vector<uint32_t> touched_;      // nodes whose scratch entries are set
   TierCopyBatch batch_;
 };

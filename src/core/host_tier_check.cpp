@@ -104,6 +104,12 @@ void HostTier::check() const {
   for (uint32_t n = 0; n < tree_.id_bound(); ++n)
     if (!marks_[n].none())
       broken("tree node " + std::to_string(n) + " keeps a plan's marks");
+  if (excluded_bits_.size() != (uint64_t(tree_.id_bound()) + 63) / 64)
+    broken("the plan's excluded bits cover " + std::to_string(excluded_bits_.size()) +
+           " words for " + std::to_string(tree_.id_bound()) + " nodes");
+  for (size_t w = 0; w < excluded_bits_.size(); ++w)
+    if (excluded_bits_[w] != 0)
+      broken("the plan's excluded bits keep word " + std::to_string(w) + " set");
 }
 
 }  // namespace kvc

@@ -42,13 +42,13 @@ void HostTier::plan_victims(const Reservation& r) {
 
   constexpr uint32_t kAnchor = Eviction::kAnchor;
   auto take_out_host = [&](uint32_t n) {
-    undo_.push_back({n, false, policy_.priority(n), policy_.age(n)});
+    undo_.emplace_back(n, false, policy_.priority(n), policy_.age(n));
     policy_.remove(n);
   };
   auto put_in_host = [&](uint32_t n) {
     const TreeNode& t = tree_.node(n);
     policy_.insert_by_age(n, t.priority, t.age);
-    undo_.push_back({n, true, t.priority, t.age});
+    undo_.emplace_back(n, true, t.priority, t.age);
   };
   auto touch = [&](uint32_t n) {
     if (marks_[n].none()) touched_.push_back(n);
@@ -56,6 +56,7 @@ void HostTier::plan_victims(const Reservation& r) {
   auto exclude = [&](uint32_t n, int64_t position) {
     touch(n);
     marks_[n].excluded = 1;
+    excluded_bits_[n >> 6] |= uint64_t(1) << (n & 63);
     if (eviction_.queued(n, kAnchor)) eviction_.trial_take_out(n, kAnchor);
     if (policy_.contains(n)) take_out_host(n);
     for (uint32_t g : layout_.windowed)
@@ -71,10 +72,16 @@ void HostTier::plan_victims(const Reservation& r) {
       else policy_.insert_by_age(u.node, u.priority, u.age);
     }
     undo_.clear();
-    for (uint32_t n : touched_) marks_[n] = Marks();
+    for (uint32_t n : touched_) {
+      marks_[n] = Marks();
+      excluded_bits_[n >> 6] = 0;
+    }
     touched_.clear();
   };
   const bool no_windows = layout_.windowed.empty();
+  // The pool whose block line holds a node's anchor reference count.
+  const BlockPool* ref_pool =
+      layout_.anchors.empty() ? nullptr : &residency_.pool(layout_.group_pool[layout_.ref_group]);
   // Host nodes leave the tree until every pool has room for `freed` blocks.
   auto make_host_room = [&]() {
     for (;;) {
@@ -92,11 +99,20 @@ void HostTier::plan_victims(const Reservation& r) {
           if (tree_.block(h, g) != kNoBlock) ++host_room_[layout_.group_pool[g]];
       }
       const uint32_t hp = tree_.node(h).parent;
-      touch(hp);
-      ++marks_[hp].gone_host;
-      if (hp != RadixTree::kRoot && in_host(hp) && !marks_[hp].excluded &&
-          tree_.node(hp).num_children == marks_[hp].gone_host)
+      if (hp == RadixTree::kRoot || !in_host(hp)) continue;  // its host children are not counted
+      const TreeNode& hpt = tree_.node(hp);
+      // An only child: its parent is left without children (its marks, a
+      // random line each, are read for parents of several children only).
+      uint32_t gone = 1;
+      if (hpt.num_children != 1) {
+        touch(hp);
+        gone = ++marks_[hp].gone_host;
+      }
+      if (!is_excluded(hp) && hpt.num_children == gone) {
         put_in_host(hp);
+        // The next host victim is most often hp: fetch its parent's node.
+        if (hpt.parent != RadixTree::kRoot) tree_.prefetch_node(hpt.parent);
+      }
     }
   };
 
@@ -112,13 +128,16 @@ void HostTier::plan_victims(const Reservation& r) {
       undo_all();
       fail(KVC_ERR_INTERNAL, "pool " + std::to_string(p) + " has no block to evict");
     }
-    eviction_.trial_take_out(best.node, best.group);
     if (best.group != kAnchor) {  // a windowed slot, on its own
-      slot_victims_.push_back({best.node, best.group});
+      slot_victims_.emplace_back(best.node, best.group);
+      eviction_.trial_take_out(best.node, best.group);
       --short_blocks_[p];
       continue;
     }
+    // (best is read field by field: next_victim may write its node alone,
+    // and one wide read of both would wait for every store before it.)
     const uint32_t v = best.node;
+    eviction_.trial_take_out(v, kAnchor);
     for (size_t q = 0; q < P; ++q) freed_[q] = 0;
     for (uint32_t g = 0; g < G; ++g) {
       if (layout_.is_windowed(g)) {
@@ -129,19 +148,39 @@ void HostTier::plan_victims(const Reservation& r) {
     }
     for (size_t q = 0; q < P; ++q) short_blocks_[q] -= freed_[q];
     const TreeNode& t = tree_.node(v);
+    // What the parent's turn below reads, fetched before the host room is
+    // made (its own misses overlap them): the parent's node and its anchor
+    // block's pool line (the record's line was fetched a victim ahead).
+    if (t.parent != RadixTree::kRoot) {
+      tree_.prefetch_node(t.parent);
+      const uint32_t b = ref_pool != nullptr ? tree_.block(t.parent, layout_.ref_group) : kNoBlock;
+      if (b != kNoBlock) ref_pool->prefetch(b);
+    }
     const bool offload = t.priority >= min_priority_ && make_host_room();
     if (offload)
       for (size_t q = 0; q < P; ++q) host_room_[q] -= freed_[q];
-    victims_.push_back({v, offload});
+    victims_.emplace_back(v, offload);
     const uint32_t parent = t.parent;
     if (parent == RadixTree::kRoot) continue;
-    touch(parent);
-    const uint32_t gone = ++marks_[parent].gone_primary;
     const TreeNode& pt = tree_.node(parent);
+    const uint32_t primary_children = pt.num_children - index_.tier_children(parent);
+    // An only primary child: no marks needed (as for host parents above).
+    uint32_t gone = 1;
+    if (primary_children != 1) {
+      touch(parent);
+      gone = ++marks_[parent].gone_primary;
+    }
     // node_ref (record, then block table) last: the rest rules most out.
-    if (!in_host(parent) && !marks_[parent].excluded &&
-        pt.num_children - index_.tier_children(parent) == gone && index_.node_ref(parent) == 0)
+    if (!in_host(parent) && !is_excluded(parent) && primary_children == gone &&
+        index_.node_ref(parent) == 0) {
       eviction_.trial_put_in(parent, kAnchor);
+      // The next victim is most often this parent: fetch what its turn
+      // reads of its own parent (node, record) one victim ahead.
+      if (pt.parent != RadixTree::kRoot) {
+        tree_.prefetch_node(pt.parent);
+        tree_.prefetch_blocks(pt.parent);
+      }
+    }
   }
   undo_all();
 }

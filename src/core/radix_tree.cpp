@@ -358,12 +358,15 @@ uint32_t RadixTree::insert(const BlockKey& key, const uint32_t* blocks) {
   t.extra = std::move(extra);
 
   uint32_t* r = record(id);
-  std::memcpy(r, key.tokens, size_t(key.num_tokens) * sizeof(int32_t));
+  // Copies of a known size (16 tokens, one group: the common case) are
+  // inlined stores, not library calls.
+  if (key.num_tokens == 16) std::memcpy(r, key.tokens, 16 * sizeof(int32_t));
+  else std::memcpy(r, key.tokens, size_t(key.num_tokens) * sizeof(int32_t));
   r[head_at_ + kParent] = parent;
   r[head_at_ + kScope] = key.scope;
   r[head_at_ + kNumTokens] = key.num_tokens;
   r[head_at_ + kHasExtra] = has_extra ? 1 : 0;
-  std::memcpy(r + blocks_at_, blocks, size_t(num_groups_) * sizeof(uint32_t));
+  for (uint32_t g = 0; g < num_groups_; ++g) r[blocks_at_ + g] = blocks[g];
   ++nodes_[parent].num_children;
   if (!links_.empty()) {
     ChildLinks& l = links_[id];

@@ -79,6 +79,7 @@ struct alignas(64) Sequence {
   BlockRetention retention_of_block(uint64_t b, uint32_t tokens_per_block) const {
     const uint64_t first = b * tokens_per_block;
     if (first >= prompt_len) return {decode_priority, decode_duration_ms};
+    if (retention.empty()) return {prompt_priority, kNoDuration};  // no call on the commit path
     const RetentionRange* r = range_holding(retention, first);
     if (r == nullptr) return {prompt_priority, kNoDuration};
     return {uint8_t(r->priority), r->duration_ms};

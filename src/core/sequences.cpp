@@ -104,25 +104,6 @@ void Sequences::check_growth(uint64_t length, uint64_t n, const char* what) {
 // Positions of a sequence
 // ---------------------------------------------------------------------------
 
-uint32_t Sequences::lead_group(const Sequence& s, uint64_t b) const {
-  for (uint32_t g = 0; g < layout_.num_groups(); ++g)
-    if (s.blocks[g][b] != kNoBlock) return g;
-  return UINT32_MAX;
-}
-
-// Every group's block, not only one: a rewind gives a sequence back a
-// windowed block it had lent a node (rewind()), and that block may be shared
-// with a pin or a fork while the sequence's anchor blocks are its own.
-bool Sequences::holds_alone(const Sequence& s, uint64_t b) const {
-  for (uint32_t g = 0; g < layout_.num_groups(); ++g) {
-    const uint32_t blk = s.blocks[g][b];
-    if (blk == kNoBlock) continue;
-    const BlockInfo& info = residency_.info(g, blk);
-    if (info.ref != 1 || info.node != kNoNode) return false;
-  }
-  return true;
-}
-
 bool Sequences::holds_anchor(const Sequence& s, uint64_t b) const {
   const uint32_t n = s.nodes[b];
   if (n == kNoNode) return false;
@@ -130,9 +111,5 @@ bool Sequences::holds_anchor(const Sequence& s, uint64_t b) const {
   return tree_.block(n, layout_.ref_group) != s.blocks[layout_.ref_group][b];
 }
 
-const uint32_t* Sequences::position(const Sequence& s, uint64_t b) {
-  for (uint32_t g = 0; g < layout_.num_groups(); ++g) position_[g] = s.blocks[g][b];
-  return position_.data();
-}
 
 }  // namespace kvc

@@ -252,4 +252,30 @@ class Sequences {
   std::vector<uint64_t> block_hashes_;     // commit: each block's chained hash
 };
 
+// Inline: publish calls them once a block (a commit of a long prompt, in
+// its loop).
+inline uint32_t Sequences::lead_group(const Sequence& s, uint64_t b) const {
+  for (uint32_t g = 0; g < layout_.num_groups(); ++g)
+    if (s.blocks[g][b] != kNoBlock) return g;
+  return UINT32_MAX;
+}
+
+// Every group's block, not only one: a rewind gives a sequence back a
+// windowed block it had lent a node (rewind()), and that block may be shared
+// with a pin or a fork while the sequence's anchor blocks are its own.
+inline bool Sequences::holds_alone(const Sequence& s, uint64_t b) const {
+  for (uint32_t g = 0; g < layout_.num_groups(); ++g) {
+    const uint32_t blk = s.blocks[g][b];
+    if (blk == kNoBlock) continue;
+    const BlockInfo& info = residency_.info(g, blk);
+    if (info.ref != 1 || info.node != kNoNode) return false;
+  }
+  return true;
+}
+
+inline const uint32_t* Sequences::position(const Sequence& s, uint64_t b) {
+  for (uint32_t g = 0; g < layout_.num_groups(); ++g) position_[g] = s.blocks[g][b];
+  return position_.data();
+}
+
 }  // namespace kvc

@@ -70,6 +70,7 @@ StoreChain::StoreChain(const CacheConfig& config, const GroupLayout& layout,
   }
   chunk_keys_.resize(chunk_);
   chunk_hashes_.resize(chunk_);
+  chunk_sums_.resize(chunk_);
   chunk_ptrs_.resize(chunk_);
   chunk_store_.resize(chunk_);
   for (uint64_t i = 0; i < chunk_; ++i) chunk_ptrs_[i] = staged(i);
@@ -435,7 +436,9 @@ uint64_t StoreChain::check_run(size_t s, uint64_t begin, uint64_t got) {
     key.lookup_hash = chunk_keys_[i].hash;
     key.digest = chunk_keys_[i].digest;
     key.tokens = look_.tokens + (look_.first + i) * T_;
-    const RecordCheck c = check_record(layout_, key, staged(i), layout_.record_bytes());
+    // Summed by the store as it read the record (BlockStore::load_summed).
+    const RecordCheck c =
+        check_record_summed(layout_, key, staged(i), layout_.record_bytes(), chunk_sums_[i]);
     if (c != RecordCheck::kOk) {
       stores_[s]->reject(key.lookup_hash, c);
       return i - begin;
@@ -453,7 +456,8 @@ uint64_t StoreChain::fill(uint64_t begin, uint64_t count) {
     // Each run starts at the first store: the disk before the remote one.
     uint64_t advanced = 0;
     for (size_t s = 0; s < stores_.size() && advanced == 0; ++s) {
-      const uint64_t got = stores_[s]->load(&chunk_hashes_[pos], count - pos, &chunk_ptrs_[pos]);
+      const uint64_t got = stores_[s]->load_summed(&chunk_hashes_[pos], count - pos,
+                                                   &chunk_ptrs_[pos], &chunk_sums_[pos]);
       if (got > 0 && look_.digest_pending) {
         // A hit on the lookup's first block: its digest, to check the record.
         keys_.prompt_keys(look_.parent, *look_.scope_bytes, *look_.extras, look_.tokens,

@@ -371,6 +371,7 @@ class StoreChain {
   } look_;
   std::vector<StoreKey> chunk_keys_;
   std::vector<uint64_t> chunk_hashes_;
+  std::vector<uint64_t> chunk_sums_;  // load_summed(): each staged record's checksum
   std::vector<unsigned char*> chunk_ptrs_;
   std::vector<uint8_t> chunk_store_;  // per staged record: the store it came from
 };

@@ -318,6 +318,16 @@ bool DiskStore::enqueue_locked(uint64_t hash, uint32_t priority,
 }
 
 size_t DiskStore::load(const uint64_t* hashes, size_t n, unsigned char* const* out) {
+  return load_records(hashes, n, out, nullptr);
+}
+
+size_t DiskStore::load_summed(const uint64_t* hashes, size_t n, unsigned char* const* out,
+                              uint64_t* sums) {
+  return load_records(hashes, n, out, sums);
+}
+
+size_t DiskStore::load_records(const uint64_t* hashes, size_t n, unsigned char* const* out,
+                               uint64_t* sums) {
   if (n > 0 && !filter_.maybe_contains(hashes[0])) {  // not held: no lock, no clock
     fast_misses_.fetch_add(1, std::memory_order_relaxed);
     return 0;
@@ -364,8 +374,11 @@ size_t DiskStore::load(const uint64_t* hashes, size_t n, unsigned char* const* o
   // 2. Without it: runs of consecutive slots of one slab, one preadv each.
   const uint64_t per_slab = slabs_->slots_per_slab();
   size_t readable = resolved;  // records before the first failed read
+  // With sums, each record is hashed as it is read (in cache); a record
+  // copied from the queue, after the lock.
   for (size_t i = 0; i < resolved && readable == resolved;) {
     if (plan[i].slot == kNoSlot) {
+      if (sums != nullptr) sums[i] = record_checksum(out[i], size);
       ++i;
       continue;
     }
@@ -373,10 +386,13 @@ size_t DiskStore::load(const uint64_t* hashes, size_t n, unsigned char* const* o
     while (j < resolved && plan[j].slot != kNoSlot && plan[j].slot == plan[j - 1].slot + 1 &&
            plan[j].slot / per_slab == plan[i].slot / per_slab)
       ++j;
-    if (slabs_->read(plan[i].slot, out + i, j - i) != 0) {
+    if (slabs_->read(plan[i].slot, out + i, j - i, sums != nullptr ? sums + i : nullptr) != 0) {
       // Which one: the first that cannot be read alone.
       readable = i;
-      while (readable < j && slabs_->read(plan[readable].slot, out + readable, 1) == 0) ++readable;
+      while (readable < j &&
+             slabs_->read(plan[readable].slot, out + readable, 1,
+                          sums != nullptr ? sums + readable : nullptr) == 0)
+        ++readable;
     }
     i = j;
   }

@@ -122,6 +122,9 @@ class DiskStore final : public BlockStore {
   bool put_buffer(uint64_t lookup_hash, uint32_t priority,
                   std::unique_ptr<unsigned char[]>& record) override;
   size_t load(const uint64_t* hashes, size_t n, unsigned char* const* out) override;
+  // Hashes each record in pieces as it reads them (SlabFiles::read with sums).
+  size_t load_summed(const uint64_t* hashes, size_t n, unsigned char* const* out,
+                     uint64_t* sums) override;
   void reject(uint64_t lookup_hash, RecordCheck why) override;
   void flush() override;
   StoreStats stats() const override;
@@ -161,6 +164,8 @@ class DiskStore final : public BlockStore {
   using LruKey = std::tuple<uint32_t, uint64_t, uint64_t>;  // priority, age, hash
 
   void open_index();
+  // load() and load_summed() (sums null: none).
+  size_t load_records(const uint64_t* hashes, size_t n, unsigned char* const* out, uint64_t* sums);
   // Under mu_: queues `bytes` (a sealed record) under `hash`; returns
   // whether the worker is to be woken.
   bool enqueue_locked(uint64_t hash, uint32_t priority, std::unique_ptr<unsigned char[]> bytes);

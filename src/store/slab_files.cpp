@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "core/block_record.h"
 
 namespace kvc {
 
@@ -171,19 +172,53 @@ int SlabFiles::write(uint64_t first, const unsigned char* const* records, size_t
   return transfer(true, fd, iov.data(), n, offset_of(first));
 }
 
-int SlabFiles::read(uint64_t first, unsigned char* const* out, size_t n) const {
+int SlabFiles::read(uint64_t first, unsigned char* const* out, size_t n, uint64_t* sums) const {
   const uint64_t slab = first / slots_per_slab_;
   const int fd = slab < num_slabs_ ? fd_of(slab) : -1;
   if (fd < 0) return EIO;
-  iovec one[16];
-  std::vector<iovec> many;
-  iovec* iov = one;
-  if (n > 16) {
-    many.resize(n);
-    iov = many.data();
+  if (sums == nullptr) {
+    iovec one[16];
+    std::vector<iovec> many;
+    iovec* iov = one;
+    if (n > 16) {
+      many.resize(n);
+      iov = many.data();
+    }
+    for (size_t i = 0; i < n; ++i) iov[i] = iovec{out[i], slot_bytes_};
+    return transfer(false, fd, iov, n, offset_of(first));
   }
-  for (size_t i = 0; i < n; ++i) iov[i] = iovec{out[i], slot_bytes_};
-  return transfer(false, fd, iov, n, offset_of(first));
+  // Windows of the run's bytes [at, end): up to kHashWindow bytes and
+  // kWindowIov pieces (a piece: the part of one record in the window).
+  constexpr size_t kWindowIov = 64;
+  const uint64_t total = uint64_t(n) * slot_bytes_;
+  const uint64_t base = offset_of(first);
+  RecordChecksum sum;
+  iovec iov[kWindowIov];
+  for (uint64_t at = 0; at < total;) {
+    size_t pieces = 0;
+    uint64_t end = at;
+    const uint64_t limit = std::min(total, at + kHashWindow);
+    while (end < limit && pieces < kWindowIov) {
+      const uint64_t rec = end / slot_bytes_, off = end % slot_bytes_;
+      const uint64_t len = std::min<uint64_t>(slot_bytes_ - off, limit - end);
+      iov[pieces++] = iovec{out[rec] + off, size_t(len)};
+      end += len;
+    }
+    const int err = transfer(false, fd, iov, pieces, base + at);
+    if (err != 0) return err;
+    // The same pieces again (transfer() moved the iovecs), now in cache.
+    while (at < end) {
+      const uint64_t rec = at / slot_bytes_, off = at % slot_bytes_;
+      const uint64_t len = std::min<uint64_t>(slot_bytes_ - off, end - at);
+      sum.update(out[rec] + off, size_t(len));
+      at += len;
+      if (off + len == slot_bytes_) {
+        sums[rec] = sum.digest();
+        sum.reset();
+      }
+    }
+  }
+  return 0;
 }
 
 int SlabFiles::invalidate(uint64_t slot) {

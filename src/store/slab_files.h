@@ -68,7 +68,13 @@ class SlabFiles {
   int write(uint64_t first, const unsigned char* const* records, size_t n);
   // Reads slots first..first+n-1 of one slab into out[0..n). Returns 0 or an
   // errno (EIO: the file ends before the last slot).
-  int read(uint64_t first, unsigned char* const* out, size_t n) const;
+  // With `sums`: reads the run in windows of kHashWindow bytes (one preadv
+  // each) and hashes each window's bytes right after its read, while they
+  // are in the CPU's cache; sums[i] is the record checksum (block_record.h)
+  // of out[i]'s slot_bytes(). Records of sums[0..i) are complete when a read
+  // fails.
+  int read(uint64_t first, unsigned char* const* out, size_t n, uint64_t* sums = nullptr) const;
+  static constexpr uint64_t kHashWindow = uint64_t(256) << 10;
   // Zeroes the first 8 bytes (a record's magic) of `slot`: it no longer
   // parses as a record. Returns 0 or an errno.
   int invalidate(uint64_t slot);

@@ -49,14 +49,30 @@ TEST(DecodeSplit, OneLongSequenceFillsTheGpu) {
   EXPECT_GE(d.split_tokens, kMinSplitTokens / 2);
 }
 
-TEST(DecodeSplit, Fp8TakesShorterSplits) {
-  // Batch 1 x 4096 tokens, 8 blocks without a split: bf16 16 splits of 256
-  // tokens, fp8 32 of 128 (one wave of 256 blocks either way).
+TEST(DecodeSplit, OneMergeRoundWhenItFillsHalfAWave) {
+  // fp8 at three blocks per SM: 49 splits would fit the wave, 32 are taken.
+  for (uint64_t tokens : {8192, 16384, 32768}) {
+    DecodeShape s = llama(1, tokens, kMinSplitTokensFp8);
+    s.wave = 132 * 3;
+    EXPECT_LE(plan_decode_split(s).num_splits, kMergeRoundSplits) << tokens;
+  }
+  // One kv head: 32 splits are 32 blocks, far from half a wave: cut further.
+  DecodeShape mqa = llama(1, 32768);
+  mqa.kv_heads = 1;
+  mqa.q_heads = 4;
+  EXPECT_GT(plan_decode_split(mqa).num_splits, kMergeRoundSplits);
+}
+
+TEST(DecodeSplit, Fp8SplitsAsBf16) {
+  // Batch 1 x 4096 tokens, 8 blocks without a split: 16 splits of 256
+  // tokens for either type (fp8 at three blocks per SM too).
   const DecodeSplit bf16 = plan_decode_split(llama(1, 4096));
-  const DecodeSplit fp8 = plan_decode_split(llama(1, 4096, kMinSplitTokensFp8));
+  DecodeShape fp8_shape = llama(1, 4096, kMinSplitTokensFp8);
+  fp8_shape.wave = 132 * 3;
+  const DecodeSplit fp8 = plan_decode_split(fp8_shape);
   EXPECT_EQ(bf16.num_splits, 16u);
-  EXPECT_EQ(fp8.num_splits, 32u);
-  EXPECT_EQ(fp8.split_tokens, 128u);
+  EXPECT_EQ(fp8.num_splits, 16u);
+  EXPECT_EQ(fp8.split_tokens, 256u);
 }
 
 TEST(DecodeSplit, ShortSequencesAreNotCut) {

@@ -39,6 +39,9 @@ struct DecodeCase {
   float k_scale = 1.0f;
   float v_scale = 1.0f;
   float q_range = 1.0f;  // query elements uniform in [-q_range, q_range]
+  // fp8 K/V: bytes uniform over the 254 finite e4m3 values (subnormals and
+  // +-448 included) instead of values uniform in [-2, 2].
+  bool every_fp8_byte = false;
 };
 
 float rel_error(const std::vector<float>& out, const std::vector<float>& ref, bool* nan) {
@@ -65,6 +68,13 @@ void run_decode(Kernels& t, const DecodeCase& c) {
   // Fresh random K/V in the whole pool, the same bytes on both sides.
   const size_t pool_elems = p.cpu_pool.bytes / elem_size(s.dtype);
   std::vector<unsigned char> kv = random_values(t.rng, s.dtype, pool_elems, 2.0f);
+  if (c.every_fp8_byte) {
+    std::uniform_int_distribution<int> byte(0, 253);  // 0x00..0x7e, 0x80..0xfe
+    for (unsigned char& v : kv) {
+      const int x = byte(t.rng);
+      v = static_cast<unsigned char>(x < 127 ? x : x + 1);
+    }
+  }
   std::memcpy(p.cpu_pool.base, kv.data(), kv.size());
   CUDA_OK(cudaMemcpy(p.gpu_pool.base, kv.data(), kv.size(), cudaMemcpyHostToDevice));
 
@@ -247,6 +257,34 @@ struct ForcePath {
   explicit ForcePath(int path) { kvc::set_decode_kernel_override(path); }
   ~ForcePath() { kvc::set_decode_kernel_override(0); }
 };
+
+// fp8 K/V on the tensor-core kernel (converted in registers into permuted
+// mma operands, decode_tc_kernel.cuh), both pipeline shapes: every finite
+// e4m3 byte (subnormals, +-448) at every head dim and token position of a
+// tile, partial tiles and splits, against the CPU reference.
+TEST_F(Kernels, DecodeFp8EveryByteTensorCores) {
+  for (int path : {2, 3}) {
+    SCOPED_TRACE(path == 2 ? "tensor-core kernel" : "tensor-core kernel, other depth");
+    ForcePath force(path);
+    for (uint32_t dim : {64u, 128u})
+      for (uint32_t group : {1u, 4u, 8u}) {
+        for (kvc_dtype_t q : {KVC_DTYPE_BF16, KVC_DTYPE_F16}) {
+          DecodeCase c;
+          c.shape.dtype = KVC_DTYPE_FP8_E4M3;
+          c.shape.head_dim = dim;
+          c.shape.kv_heads = 2;
+          c.shape.layout = group == 4 ? KVC_LAYOUT_HND : KVC_LAYOUT_NHD;
+          c.q_dtype = q;
+          c.q_heads = 2 * group;
+          c.every_fp8_byte = true;
+          c.k_scale = 1.0f / 256;
+          c.v_scale = 0.5f;
+          c.lens = {1, 15, 16, 17, 33, 700, 2100};
+          run_decode(*this, c);
+        }
+      }
+  }
+}
 
 TEST_F(Kernels, DecodeEveryKernelPathAndGroupSize) {
   const std::pair<kvc_dtype_t, kvc_dtype_t> types[] = {{KVC_DTYPE_BF16, KVC_DTYPE_BF16},

@@ -1,0 +1,64 @@
+#include "core/xxh3_stream.h"
+
+#ifndef XXH_INLINE_ALL
+#define XXH_INLINE_ALL
+#endif
+#include <xxhash.h>
+
+namespace kvc {
+
+namespace xxh3_detail {
+namespace {
+
+static_assert(sizeof(XXH3_state_t) <= kStateBytes && alignof(XXH3_state_t) <= kStateAlign,
+              "XXH3_state_t does not fit Xxh3Stream's state");
+
+void reset(void* s) { XXH3_64bits_reset(static_cast<XXH3_state_t*>(s)); }
+void update(void* s, const void* data, size_t size) {
+  XXH3_64bits_update(static_cast<XXH3_state_t*>(s), data, size);
+}
+uint64_t digest(const void* s) { return XXH3_64bits_digest(static_cast<const XXH3_state_t*>(s)); }
+
+}  // namespace
+
+const Ops kBaseline{reset, update, digest};
+
+#if !KVC_XXH3_HAVE_AVX2
+const Ops* const kAvx2 = nullptr;
+#endif
+
+}  // namespace xxh3_detail
+
+namespace {
+
+bool cpu_has_avx2() {
+#if KVC_XXH3_HAVE_AVX2 && (defined(__GNUC__) || defined(__clang__))
+  return __builtin_cpu_supports("avx2") != 0;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+bool Xxh3Stream::available(Path path) {
+  if (path == Path::kBaseline) return true;
+  static const bool avx2 = xxh3_detail::kAvx2 != nullptr && cpu_has_avx2();
+  return avx2;
+}
+
+Xxh3Stream::Path Xxh3Stream::best() {
+  static const Path p = available(Path::kAvx2) ? Path::kAvx2 : Path::kBaseline;
+  return p;
+}
+
+const char* Xxh3Stream::name(Path path) {
+  return path == Path::kAvx2 ? "avx2" : "baseline";
+}
+
+Xxh3Stream::Xxh3Stream(Path path)
+    : ops_(path == Path::kAvx2 && available(path) ? xxh3_detail::kAvx2 : &xxh3_detail::kBaseline) {
+  ops_->reset(state_);
+}
+
+}  // namespace kvc
