@@ -74,6 +74,10 @@ CacheModel& Program::receiver() {
   m.twin = std::make_unique<CacheModel>(m.index + 2, m.config, m.host, m.manual_clock,
                                         m.block_reuse, m.events);
   m.twin->disk_dir = dir;
+#if KVC_FUZZ_DISK
+  m.twin->disk_mode = m.disk_mode;
+  if (m.disk_mode == 2) disk_pause_writer(m.twin->cache, true);
+#endif
   return *m.twin;
 }
 
@@ -83,8 +87,8 @@ void Program::import_blocks() {
   const uint16_t at = uint16_t(in_.u16());
   CacheModel& dst = receiver();
   set_current(dst.index, "kvc_cache_import_begin");
-  // The receiver's blocks freed by finished disk writes first, as add() does.
-  if (!dst.disk_dir.empty()) {
+  // The receiver's disk writes done first in disk mode 0, as add() does.
+  if (!dst.disk_dir.empty() && dst.disk_mode == 0) {
     ++g_count.check_calls;
     if (kvc_cache_flush_tiers(dst.cache) != KVC_OK)
       finding("kvc_cache_flush_tiers: %s", kvc_last_error_message());
@@ -332,7 +336,7 @@ void Program::import_blocks() {
   kvc_import_destroy(imp);
 
   // An add of the prompt and one more token reuses the imported blocks.
-  if (!dst.disk_dir.empty()) {
+  if (!dst.disk_dir.empty() && dst.disk_mode == 0) {
     ++g_count.check_calls;
     if (kvc_cache_flush_tiers(dst.cache) != KVC_OK)
       finding("kvc_cache_flush_tiers: %s", kvc_last_error_message());

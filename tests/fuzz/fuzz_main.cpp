@@ -16,6 +16,7 @@
 #include <stdlib.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -250,6 +251,16 @@ void report() {
                (unsigned long long)d.offered_blocks, (unsigned long long)d.stored_blocks,
                (unsigned long long)d.dropped_blocks, (unsigned long long)d.hits,
                (unsigned long long)d.onboarded_blocks, (unsigned long long)d.rejected);
+  std::fprintf(stderr,
+               "kvcache_fuzz disk writer: inputs by mode %llu flushed before adds, %llu not, "
+               "%llu not and paused; %llu eviction victims deferred (write job pending), in "
+               "%llu inputs; %llu waits for a write job; %llu flush operations\n",
+               (unsigned long long)g_count.disk_mode_inputs[0],
+               (unsigned long long)g_count.disk_mode_inputs[1],
+               (unsigned long long)g_count.disk_mode_inputs[2],
+               (unsigned long long)g_count.disk_deferrals,
+               (unsigned long long)g_count.disk_deferring_inputs,
+               (unsigned long long)g_count.disk_write_waits, (unsigned long long)g_count.disk_flushes);
 #endif
 #if KVC_FUZZ_STATEFUL
   std::fprintf(stderr,
@@ -296,8 +307,28 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       std::printf("cache %d: %u layers, %u groups, %u pools, %llu blocks, T %u, host %d, events %d\n",
                   c->index, c->num_layers, c->num_groups, c->num_pools,
                   (unsigned long long)c->desc.num_blocks, c->T, c->host, c->events);
+#if KVC_FUZZ_DISK
+  // How the program treats the disk writer (fuzz_disk.h): the first byte's
+  // bits 1-2 (0: flush before adds, as before; 1: no flush; 2, 3: no flush,
+  // the writer paused between calls). The pause is no C API call: the C
+  // reproducer says it in a comment.
+  const int disk_mode = std::min(2, (head >> 1) & 3);
+  ++g_count.disk_mode_inputs[disk_mode];
+  g_deferred_this_input = false;
+  emit_line("/* disk mode %d: %s */", disk_mode,
+            disk_mode == 0 ? "kvc_cache_flush_tiers before every add and resize"
+                           : disk_mode == 1 ? "no flush before adds"
+                                            : "no flush, the writer paused after every call");
+  for (auto& c : caches) {
+    c->disk_mode = disk_mode;
+    if (disk_mode == 2) disk_pause_writer(c->cache, true);
+  }
+#endif
   Program program(in, caches);
   program.run();
+#if KVC_FUZZ_DISK
+  if (g_deferred_this_input) ++g_count.disk_deferring_inputs;
+#endif
   emit_end();
   size_t orphan_cache = SIZE_MAX;
   ExportModel orphan = program.finish_transfers(&orphan_cache);

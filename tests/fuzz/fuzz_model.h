@@ -20,6 +20,7 @@
 
 #include <kvcache/kvcache.h>
 
+#include "fuzz_disk.h"
 #include "fuzz_events.h"
 
 #include "fuzz_options.h"
@@ -38,6 +39,12 @@ struct Counters {
   uint64_t disk_loads = 0;   // adds that loaded blocks from a disk tier
   uint64_t disk_blocks = 0;  // blocks they loaded (checked bit for bit)
   kvc_tier_stats_t disk{};   // the disk tiers' statistics, summed at destruction
+  // The disk configuration (fuzz_disk.h): inputs per disk mode, the store
+  // chains' deferred victims and waits for the writer (summed at
+  // destruction), the flush operations.
+  uint64_t disk_mode_inputs[3] = {};
+  uint64_t disk_deferrals = 0, disk_write_waits = 0, disk_flushes = 0;
+  uint64_t disk_deferring_inputs = 0;  // inputs with at least one deferral
   // Block transfer (fuzz_export.cpp, fuzz_import.cpp): outcomes of the
   // export and import operations, printed at exit.
   uint64_t exports_ok = 0, exports_refused = 0, exports_unsupported = 0, exports_released = 0;
@@ -143,6 +150,11 @@ class CacheModel {
   // cache. Adds may then find more than the probe (which reads the tree
   // only): blocks loaded from the disk, checked bit for bit as any reuse.
   std::string disk_dir;
+  // How the program treats the disk writer (fuzz_disk.h): 0 flushes before
+  // every add, resize and import, 1 never, 2 never and pauses the writer
+  // after every call. disk_seen: the chain's counters after the last call.
+  int disk_mode = 0;
+  uint64_t disk_seen_deferrals = 0, disk_seen_waits = 0;
   EventMirror mirror;
   // One pool, or pools split statically: a pool's free and cached blocks
   // tell exactly what a call can have (with shared pages they move).

@@ -53,7 +53,10 @@ void Program::run() {
       case 20: case 21: case 22: remove(); break;
       case 23: pin(); break;
       case 24: unpin(); break;
-      case 25: probe(); break;
+      case 25:  // the disk configuration: a flush where the op's top bits are set
+        if (KVC_FUZZ_DISK && (op >> 6) == 3) flush_tiers();
+        else probe();
+        break;
       case 26: blocks_needed(); break;
       case 27: switch (in_.below(4)) {
           case 0: block_table(); break;
@@ -83,8 +86,63 @@ void Program::run() {
       }
       default: kernels(); break;
     }
+#if KVC_FUZZ_DISK
+    after_call_disk();
+#endif
   }
 }
+
+#if KVC_FUZZ_DISK
+// After each call: the store chains' deferrals and waits feed the fuzzer
+// (an input that makes an eviction skip a pending block, or wait for one,
+// is kept), and in disk mode 2 the writer is paused again (a wait resumes
+// it), so that the next commit's jobs stay pending (fuzz_disk.h).
+void Program::after_call_disk() {
+  for (auto& owner : caches_) {
+    for (CacheModel* m : {owner.get(), owner->twin.get()}) {
+      if (m == nullptr || m->disk_dir.empty()) continue;
+      const DiskCounters d = disk_counters(m->cache);
+      if (d.deferrals != m->disk_seen_deferrals || d.write_waits != m->disk_seen_waits) {
+        feedback(kTierMoves, 37 + uint32_t(m->disk_mode), bucket(d.deferrals - m->disk_seen_deferrals));
+        feedback(kTierMoves, 40 + uint32_t(m->disk_mode), bucket(d.write_waits - m->disk_seen_waits));
+        if (d.deferrals != m->disk_seen_deferrals) g_deferred_this_input = true;
+        m->disk_seen_deferrals = d.deferrals;
+        m->disk_seen_waits = d.write_waits;
+      }
+      if (m->disk_mode == 2) disk_pause_writer(m->cache, true);
+    }
+  }
+}
+
+// kvc_cache_flush_tiers: every write queued before it is done and taken
+// back (no job out), and nothing the snapshot shows changed but what the
+// shadow says.
+void Program::flush_tiers() {
+  CacheModel& m = c();
+  ++g_count.disk_flushes;
+  if (emitting())
+    emit_call(m.index, "kvc_cache_flush_tiers(c[" + std::to_string(m.index) + "])", "flush_tiers");
+  set_current(m.index, "kvc_cache_flush_tiers");
+  Expect ok;
+  ok.allow(KVC_OK);
+  m.call("kvc_cache_flush_tiers", ok, false, [&] { return kvc_cache_flush_tiers(m.cache); });
+  trace("c%d flush_tiers() -> KVC_OK\n", m.index);
+  const DiskCounters d = disk_counters(m.cache);
+  if (d.jobs_out != 0)
+    finding("kvc_cache_flush_tiers left %llu write jobs out", (unsigned long long)d.jobs_out);
+  kvc_tier_stats_t t;
+  kvc_tier_stats_init(&t);
+  ++g_count.check_calls;
+  if (kvc_cache_get_tier_stats(m.cache, KVC_TIER_DISK, &t) != KVC_OK)
+    finding("kvc_cache_get_tier_stats of the disk tier: %s", kvc_last_error_message());
+  if (t.queued_blocks != 0)
+    finding("kvc_cache_flush_tiers left %llu writes queued", (unsigned long long)t.queued_blocks);
+  m.settle();
+}
+#else
+void Program::after_call_disk() {}
+void Program::flush_tiers() {}
+#endif
 
 void Program::add(bool and_commit) {
   CacheModel& m = c();
@@ -116,18 +174,19 @@ void Program::add(bool and_commit) {
     if (!opts->c_decl(on).empty()) emit_line("%s", opts->c_decl(on).c_str());
     emit_line("const int32_t *t%d = %s;", on, c_ints(tp, std::min<uint64_t>(n, tokens.size())).c_str());
   }
-  // With a disk tier, its queue written first, so what the add loads does
-  // not depend on the writer thread's timing; and the add's count is always
-  // asked (it may exceed the probe's).
+  // With a disk tier the add's count is always asked (it may exceed the
+  // probe's). In disk mode 0 its queue is written first, so what the add
+  // loads does not depend on the writer thread's timing; in the others the
+  // add may meet blocks whose write jobs are pending (fuzz_disk.h).
   if (!m.disk_dir.empty()) {
-    ++g_count.check_calls;
-    if (emitting()) emit_line("kvc_cache_flush_tiers(c[%d]);", m.index);
-    const kvc_status_t fs = kvc_cache_flush_tiers(m.cache);
-    if (fs != KVC_OK) finding("kvc_cache_flush_tiers: %s", kvc_last_error_message());
-    // Finished write-through jobs gave their blocks back (in use -> cached):
-    // the state the next calls are compared with.
-    m.check_all();
     want_cached = true;
+    if (m.disk_mode == 0) {
+      ++g_count.check_calls;
+      if (emitting()) emit_line("kvc_cache_flush_tiers(c[%d]);", m.index);
+      const kvc_status_t fs = kvc_cache_flush_tiers(m.cache);
+      if (fs != KVC_OK) finding("kvc_cache_flush_tiers: %s", kvc_last_error_message());
+      m.check_all();
+    }
   }
   // The probe first: what the add must find (the tree's part).
   uint64_t probed = UINT64_MAX;
@@ -533,9 +592,10 @@ void Program::resize() {
   Expect e;
   e.allow(KVC_OK).allow(KVC_ERR_OUT_OF_BLOCKS).allow(KVC_ERR_INVALID_ARGUMENT);
   if (bytes == 0 || bytes == UINT64_MAX) e = Expect().allow(KVC_ERR_INVALID_ARGUMENT);
-  // A resize first takes back the blocks of finished disk writes (in use ->
-  // cached), even when it is refused: settle that first, as add() does.
-  if (!m.disk_dir.empty()) {
+  // A resize first waits for the disk writes, even when it is refused (it
+  // must change nothing visible then): in disk mode 0 settled first, as
+  // add() does.
+  if (!m.disk_dir.empty() && m.disk_mode == 0) {
     ++g_count.check_calls;
     if (emitting()) emit_line("kvc_cache_flush_tiers(c[%d]);", m.index);
     if (kvc_cache_flush_tiers(m.cache) != KVC_OK)

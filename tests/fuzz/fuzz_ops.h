@@ -64,6 +64,8 @@ class Program {
   void describe_cache();
   void reset_reuse();
   void resize();
+  void flush_tiers();   // the disk configuration: kvc_cache_flush_tiers (fuzz_disk.h)
+  void after_call_disk();  // the disk configuration: deferral feedback, the writer paused again
   void advance_clock(uint8_t f);
   void kernels();
   // Block transfer (fuzz_export.cpp, fuzz_import.cpp).
