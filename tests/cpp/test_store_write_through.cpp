@@ -211,6 +211,42 @@ TEST(StoreWriteThrough, EvictionSkipsABlockWhoseWriteIsNotFinished) {
   EXPECT_EQ(second.tier().onboarded_blocks, 15u);
 }
 
+// Copy on partial reuse off: an add that matches part of a cached block
+// nobody uses takes the block over in place (the node leaves the tree) and
+// writes its own rows past the match. A write job still reading that block
+// (the writer paused) is waited for first: the record holds a's bytes, bit
+// for bit, and no stamp outlives its node (found by the fuzz harness's disk
+// configuration: "tree node 2 (write job 2) is stamped but not live").
+TEST(StoreWriteThrough, APartialReuseInPlaceWaitsForTheWriteJobOfItsBlock) {
+  TempDir dir;
+  const auto a = seq(100, 8);  // 2 full blocks (the second a leaf)
+  auto b = a;
+  b.resize(7);  // a's first block, 3 tokens of its second, then b's own
+  b.push_back(5000);
+  {
+    CacheConfig c = disk_config(dir.path(), 8);
+    c.partial_reuse = true;
+    c.copy_on_partial_reuse = false;
+    Engine e(c);
+    e.chain().pause_writer(true);
+    e.cache_prompt(1, a);
+    EXPECT_EQ(e.chain().jobs_out(), 2u);
+    EXPECT_EQ(e.add(2, b), 7u);  // the partial block taken over: its job waited for
+    EXPECT_EQ(e.chain().write_waits(), 1u);
+    e.m().commit(2, b.size());
+    e.check();
+    e.m().remove(2);
+    e.check();
+    const StoreTierReport d = e.tier();
+    EXPECT_EQ(d.io.stores, 2u + 1u);  // a's 2 blocks, b's second
+  }
+  Engine second(disk_config(dir.path(), 8));
+  auto longer = a;
+  longer.push_back(7000);
+  EXPECT_EQ(second.add(1, longer), 8u);  // a's 2 blocks from the disk, checked bit for bit
+  EXPECT_EQ(second.tier().onboarded_blocks, 2u);
+}
+
 TEST(StoreWriteThrough, OnlyBlocksAtTheOffloadPriorityAreWritten) {
   TempDir dir;
   CacheConfig c = disk_config(dir.path(), 8);
