@@ -254,13 +254,14 @@ void report() {
   std::fprintf(stderr,
                "kvcache_fuzz disk writer: inputs by mode %llu flushed before adds, %llu not, "
                "%llu not and paused; %llu eviction victims deferred (write job pending), in "
-               "%llu inputs; %llu waits for a write job; %llu flush operations\n",
+               "%llu inputs; %llu waits for a write job; %llu flush operations, %llu drains\n",
                (unsigned long long)g_count.disk_mode_inputs[0],
                (unsigned long long)g_count.disk_mode_inputs[1],
                (unsigned long long)g_count.disk_mode_inputs[2],
                (unsigned long long)g_count.disk_deferrals,
                (unsigned long long)g_count.disk_deferring_inputs,
-               (unsigned long long)g_count.disk_write_waits, (unsigned long long)g_count.disk_flushes);
+               (unsigned long long)g_count.disk_write_waits, (unsigned long long)g_count.disk_flushes,
+               (unsigned long long)g_count.disk_drains);
 #endif
 #if KVC_FUZZ_STATEFUL
   std::fprintf(stderr,

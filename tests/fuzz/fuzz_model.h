@@ -44,6 +44,7 @@ struct Counters {
   // destruction), the flush operations.
   uint64_t disk_mode_inputs[3] = {};
   uint64_t disk_deferrals = 0, disk_write_waits = 0, disk_flushes = 0;
+  uint64_t disk_drains = 0;  // drain operations (every sequence removed, the tree reset)
   uint64_t disk_deferring_inputs = 0;  // inputs with at least one deferral
   // Block transfer (fuzz_export.cpp, fuzz_import.cpp): outcomes of the
   // export and import operations, printed at exit.

@@ -72,7 +72,21 @@ void Program::run() {
           default: describe_cache(); break;
         }
         break;
-      case 29: if (in_.below(2) == 0) reset_reuse(); else resize(); break;
+      case 29:
+        // The disk configuration, the op's top bits set and no export held:
+        // every sequence and pin removed, the writes flushed and the tree
+        // emptied (the end-of-input drain: in use 0, reset accepted), so
+        // that later adds of recent prompts load their blocks from the disk
+        // (checked bit for bit as any reuse).
+        if (KVC_FUZZ_DISK && (op >> 6) == 3 && c().exports.empty()) {
+          ++g_count.disk_drains;
+          drain(c());
+        } else if (in_.below(2) == 0) {
+          reset_reuse();
+        } else {
+          resize();
+        }
+        break;
       case 30: {
         // Block transfer (fuzz_export.cpp, fuzz_import.cpp) shares this
         // slot with the clock: caches without the manual clock (where the
