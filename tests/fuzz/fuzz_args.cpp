@@ -39,6 +39,11 @@ void Program::remember(const std::vector<int32_t>& tokens) {
 // changed or not), a recent prompt or a live or removed sequence's tokens
 // (prompt and generated), or a few small tokens; then a short tail.
 std::vector<int32_t> Program::prompt() {
+  if (!forced_prompt_.empty()) {
+    std::vector<int32_t> forced;
+    forced.swap(forced_prompt_);
+    return forced;
+  }
   const uint8_t b = in_.u8();
   std::vector<int32_t> t;
   const uint32_t mode = b & 3;

@@ -79,8 +79,7 @@ void Program::run() {
         // that later adds of recent prompts load their blocks from the disk
         // (checked bit for bit as any reuse).
         if (KVC_FUZZ_DISK && (op >> 6) == 3 && c().exports.empty()) {
-          ++g_count.disk_drains;
-          drain(c());
+          drain_and_reload();
         } else if (in_.below(2) == 0) {
           reset_reuse();
         } else {
@@ -128,6 +127,34 @@ void Program::after_call_disk() {
   }
 }
 
+// The drain operation: every sequence and pin removed, the writes flushed,
+// the tree reset (the end-of-input drain), then an add of the committed
+// tokens of the live sequence that had the most, with its options, and one
+// more token: its full blocks (those the disk kept) come back from the disk
+// only, checked bit for bit as any reuse.
+void Program::drain_and_reload() {
+  CacheModel& m = c();
+  ++g_count.disk_drains;
+  const SeqModel* best = nullptr;
+  for (const auto& [id, s] : m.seqs)
+    if (best == nullptr || s.committed > best->committed) best = &s;
+  std::vector<int32_t> again;
+  std::shared_ptr<const Options> opts;
+  if (best != nullptr && best->committed > 0) {
+    again.assign(best->tokens.begin(), best->tokens.begin() + long(best->committed));
+    opts = best->opts;
+  }
+  drain(m);
+  trace("c%d drain (every sequence removed, tiers flushed, tree reset)\n", m.index);
+  if (again.empty()) return;
+  again.push_back(small_token());
+  forced_prompt_ = std::move(again);
+  forced_opts_ = std::move(opts);
+  add(false);
+  forced_prompt_.clear();  // an add that did not reach prompt()
+  forced_opts_.reset();
+}
+
 // kvc_cache_flush_tiers: every write queued before it is done and taken
 // back (no job out), and nothing the snapshot shows changed but what the
 // shadow says.
@@ -168,7 +195,9 @@ void Program::add(bool and_commit) {
         break;
       }
   std::vector<int32_t> tokens = prompt();
-  const std::shared_ptr<const Options> opts = Options::decode(in_);
+  std::shared_ptr<const Options> opts;
+  if (forced_opts_) opts.swap(forced_opts_);
+  else opts = Options::decode(in_);
   const uint8_t f = in_.u8();
   const int32_t* tp = tokens.data();
   uint64_t n = tokens.size();

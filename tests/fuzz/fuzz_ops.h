@@ -85,6 +85,11 @@ class Program {
   // can go wrong.
   std::vector<std::vector<int32_t>> recent_;
   size_t recent_next_ = 0;
+  // The disk configuration's drain operation: the prompt the next add
+  // takes instead of decoding one (the last prompt remembered, and a token).
+  std::vector<int32_t> forced_prompt_;
+  std::shared_ptr<const Options> forced_opts_;  // and its options
+  void drain_and_reload();
   void remember(const std::vector<int32_t>& tokens);
 };
 
