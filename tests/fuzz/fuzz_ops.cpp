@@ -105,84 +105,11 @@ void Program::run() {
   }
 }
 
-#if KVC_FUZZ_DISK
-// After each call: the store chains' deferrals and waits feed the fuzzer
-// (an input that makes an eviction skip a pending block, or wait for one,
-// is kept), and in disk mode 2 the writer is paused again (a wait resumes
-// it), so that the next commit's jobs stay pending (fuzz_disk.h).
-void Program::after_call_disk() {
-  for (auto& owner : caches_) {
-    for (CacheModel* m : {owner.get(), owner->twin.get()}) {
-      if (m == nullptr || m->disk_dir.empty()) continue;
-      const DiskCounters d = disk_counters(m->cache);
-      if (d.deferrals != m->disk_seen_deferrals || d.write_waits != m->disk_seen_waits) {
-        feedback(kTierMoves, 37 + uint32_t(m->disk_mode), bucket(d.deferrals - m->disk_seen_deferrals));
-        feedback(kTierMoves, 40 + uint32_t(m->disk_mode), bucket(d.write_waits - m->disk_seen_waits));
-        if (d.deferrals != m->disk_seen_deferrals) g_deferred_this_input = true;
-        m->disk_seen_deferrals = d.deferrals;
-        m->disk_seen_waits = d.write_waits;
-      }
-      if (m->disk_mode == 2) disk_pause_writer(m->cache, true);
-    }
-  }
-}
-
-// The drain operation: every sequence and pin removed, the writes flushed,
-// the tree reset (the end-of-input drain), then an add of the committed
-// tokens of the live sequence that had the most, with its options, and one
-// more token: its full blocks (those the disk kept) come back from the disk
-// only, checked bit for bit as any reuse.
-void Program::drain_and_reload() {
-  CacheModel& m = c();
-  ++g_count.disk_drains;
-  const SeqModel* best = nullptr;
-  for (const auto& [id, s] : m.seqs)
-    if (best == nullptr || s.committed > best->committed) best = &s;
-  std::vector<int32_t> again;
-  std::shared_ptr<const Options> opts;
-  if (best != nullptr && best->committed > 0) {
-    again.assign(best->tokens.begin(), best->tokens.begin() + long(best->committed));
-    opts = best->opts;
-  }
-  drain(m);
-  trace("c%d drain (every sequence removed, tiers flushed, tree reset)\n", m.index);
-  if (again.empty()) return;
-  again.push_back(small_token());
-  forced_prompt_ = std::move(again);
-  forced_opts_ = std::move(opts);
-  add(false);
-  forced_prompt_.clear();  // an add that did not reach prompt()
-  forced_opts_.reset();
-}
-
-// kvc_cache_flush_tiers: every write queued before it is done and taken
-// back (no job out), and nothing the snapshot shows changed but what the
-// shadow says.
-void Program::flush_tiers() {
-  CacheModel& m = c();
-  ++g_count.disk_flushes;
-  if (emitting())
-    emit_call(m.index, "kvc_cache_flush_tiers(c[" + std::to_string(m.index) + "])", "flush_tiers");
-  set_current(m.index, "kvc_cache_flush_tiers");
-  Expect ok;
-  ok.allow(KVC_OK);
-  m.call("kvc_cache_flush_tiers", ok, false, [&] { return kvc_cache_flush_tiers(m.cache); });
-  trace("c%d flush_tiers() -> KVC_OK\n", m.index);
-  const DiskCounters d = disk_counters(m.cache);
-  if (d.jobs_out != 0)
-    finding("kvc_cache_flush_tiers left %llu write jobs out", (unsigned long long)d.jobs_out);
-  kvc_tier_stats_t t;
-  kvc_tier_stats_init(&t);
-  ++g_count.check_calls;
-  if (kvc_cache_get_tier_stats(m.cache, KVC_TIER_DISK, &t) != KVC_OK)
-    finding("kvc_cache_get_tier_stats of the disk tier: %s", kvc_last_error_message());
-  if (t.queued_blocks != 0)
-    finding("kvc_cache_flush_tiers left %llu writes queued", (unsigned long long)t.queued_blocks);
-  m.settle();
-}
-#else
+// The disk configuration's operations are in fuzz_disk.cpp (its target only).
+#if !KVC_FUZZ_DISK
 void Program::after_call_disk() {}
 void Program::flush_tiers() {}
+void Program::drain_and_reload() {}
 #endif
 
 void Program::add(bool and_commit) {
