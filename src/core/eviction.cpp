@@ -465,6 +465,10 @@ void Eviction::requeue(uint32_t node) {
 // What tiers do to the queues
 // ---------------------------------------------------------------------------
 
+void Eviction::before_move_out(uint32_t node) {
+  if (stores_ != nullptr) stores_->leaving(node);
+}
+
 void Eviction::on_moved_out(uint32_t node, const uint32_t* slots) {
   // Its primary blocks are free now (not reused before this returns): a
   // write-through job still reading them is waited for.

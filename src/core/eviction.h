@@ -132,6 +132,10 @@ class Eviction final : public Residency::Reclaimer {
   // its windowed slots' queues (the node's retention expiry stays); its
   // parent may become an evictable leaf. Call after the move.
   void on_moved_out(uint32_t node, const uint32_t* slots);
+  // `node` is about to move out of the primary tier (its block ids change
+  // before on_moved_out): waits for its write-through job, which reads the
+  // node's block ids from its record (StoreChain::leaving).
+  void before_move_out(uint32_t node);
   // A node of another tier is primary again with blocks[g] (kNoBlock: an
   // empty slot), all cached: it joins the queues; its parent has a primary
   // child again.

@@ -116,15 +116,27 @@ void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end) {
   const uint32_t G = layout_groups_.num_groups();
   // One job per run of consecutive new blocks (one scope, no extra keys:
   // a block with extra keys is a job of its own): the writer's ring takes a
-  // run with one header and one publication, each block costing the copy
-  // of its tokens and block addresses here and its job stamp (no hold).
+  // run with one header and one publication, each block costing its node
+  // id and priority and its job stamp here (no hold, no copy of its tokens
+  // or block addresses).
   const size_t n = size_t(end - first);
   if (run_tickets_.size() < n) {
     run_tickets_.resize(n);
     run_priorities_.resize(n);
-    run_tokens_.resize(n * T_);
-    run_parts_.resize(n * G);
+    run_tokens_.resize(T_);  // an extra-key block's, copied (a job of its own)
+    run_parts_.resize(G);
+    node_bases_.resize(G);
   }
+  // The writer reads each run block's tokens and block addresses from its
+  // tree record (NodeRecords): the commit hands it node ids and priorities
+  // only. The records and the pools stay in place while jobs are out
+  // (settle() before a resize), and a written node's record words and
+  // blocks do not change until leaving() saw its job finished.
+  node_records_.records = tree.record_words();
+  node_records_.stride = tree.record_stride();
+  node_records_.blocks_at = tree.record_blocks_at();
+  for (uint32_t g = 0; g < G; ++g) node_bases_[g] = memory_[layout_groups_.group_pool[g]]->block(0);
+  node_records_.bases = node_bases_.data();
   run_ = RecordRun{};
   uint32_t scope = UINT32_MAX;
   StoreKeys::ScopeKeys sk;
@@ -172,15 +184,15 @@ void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end) {
       run_scope = t.scope;
     }
     const size_t i = run_.count;
-    const unsigned char** parts = &run_parts_[i * G];
-    for (uint32_t g = 0; g < G; ++g)
-      parts[g] = memory_[layout_groups_.group_pool[g]]->block(tree.block(node, g));
-    std::memcpy(&run_tokens_[i * T_], tree.tokens(node), T_ * sizeof(int32_t));
     run_tickets_[i] = node;
     run_priorities_[i] = r.priority;
     ++run_.count;
     last = node;
-    if (extra) {  // a job of its own, with its extra keys
+    if (extra) {  // a job of its own, with its extra keys, its tokens and addresses copied
+      const unsigned char** parts = run_parts_.data();
+      for (uint32_t g = 0; g < G; ++g)
+        parts[g] = memory_[layout_groups_.group_pool[g]]->block(tree.block(node, g));
+      std::memcpy(run_tokens_.data(), tree.tokens(node), T_ * sizeof(int32_t));
       const StoreKeys::ScopeKeys ek = keys_.extra_keys(t.extra);
       RecordWrite w;
       w.ticket = node;
@@ -205,8 +217,7 @@ void StoreChain::submit_run() {
   if (run_.count == 0) return;
   run_.tickets = run_tickets_.data();
   run_.priorities = run_priorities_.data();
-  run_.tokens = run_tokens_.data();
-  run_.parts = run_parts_.data();
+  run_.nodes = &node_records_;  // tokens and addresses: the writer reads the records
   // No lock: the run goes into the writer's ring (a prefix of it, the rest
   // dropped and counted by the writer: none here, as room() said), so no job
   // taken chains on a dropped one.
@@ -325,18 +336,22 @@ void StoreChain::snapshot(std::vector<kvc_snapshot_entry_t>& out) const {
 
 void StoreChain::drain() {
   if (!writer_) return;
-  writer_->take_done(done_);
   // Done entries come in submission order: the i-th is job drained_ + i + 1.
   // A node stamped with another job (or none) left the tree since (its id
-  // may name another node now): its key is not memoized.
-  for (const WriteDone& d : done_) {
-    const uint32_t node = uint32_t(d.ticket);
-    const uint64_t job = ++drained_;
-    if (d.keyed && job_[node] == job && !keys_.known(node)) keys_.remember(node, d.key);
+  // may name another node now): its key is not memoized. Read in place in
+  // the writer's queue (no copy), then freed.
+  const WriteDone* done = nullptr;
+  for (size_t n; (n = writer_->peek_done(&done)) > 0;) {
+    for (size_t i = 0; i < n; ++i) {
+      const WriteDone& d = done[i];
+      const uint32_t node = uint32_t(d.ticket);
+      const uint64_t job = ++drained_;
+      if (d.keyed && job_[node] == job && !keys_.known(node)) keys_.remember(node, d.key);
+    }
+    writer_->release_done(n);
   }
   if (drained_ > finished_) finished_ = drained_;  // a drained job is finished
   if (!deferred_.empty()) requeue_deferred();
-  done_.clear();
 }
 
 void StoreChain::settle() {

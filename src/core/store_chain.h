@@ -30,12 +30,20 @@
 //    cost a defer and a requeue.
 //    The blocks of one commit that follow one another go as one run
 //    (RecordRun: one header and one publication in the ring, per block its
-//    tokens and addresses). Done jobs come back through the writer's ring,
-//    which the core drains at its next add, remove, commit short of room or
-//    flush (settle()): a drain frees the ring's entries and memoizes each
-//    job's key for its node if the node is still the one stamped.
+//    node id and priority): the writer reads each block's tokens and block
+//    ids from the node's tree record (NodeRecords) and its bytes from the
+//    pools, which is safe because the stamp keeps all three unchanged until
+//    the job is finished: the record's words are written at insert, before
+//    the run's publication, and changed again only after leaving() (erase,
+//    a host-tier move: HostTier::offload_node calls it before it renames
+//    the node's blocks) or a settle() (a resize). Done jobs come back
+//    through the writer's ring, which the core drains at its next add,
+//    remove, commit short of room or flush (settle()): a drain reads them
+//    in place (peek_done), memoizes each job's key for its node if the node
+//    is still the one stamped, and frees the ring's entries.
 //    Why at commit: the serving call then does no hashing, copy, checksum
-//    or queue copy (only the job, into the writer's ring without a lock), an eviction of a stored block does nothing per block, and a
+//    or queue copy (only the job, into the writer's ring without a lock),
+//    an eviction of a stored block does nothing per block, and a
 //    remote store shares the block while this engine still caches it.
 //    Rules: a block qualifies when the priority its sequence releases it
 //    with (Sequence::retention_of_block, known at commit: prompt, range and
@@ -328,14 +336,15 @@ class StoreChain {
   // whose node is no longer stamped with its job is stale and dropped).
   std::vector<std::pair<uint64_t, uint32_t>> deferred_;
   std::vector<uint8_t> deferred_flag_;    // per node: deferred with its current job
-  std::vector<WriteDone> done_;           // scratch: done writes (ticket = node, key)
   // Scratch: the run of blocks a commit is building (RecordRun), its
   // blocks' tickets, priorities, tokens and addresses.
   RecordRun run_;
   std::vector<uint64_t> run_tickets_;
   std::vector<uint32_t> run_priorities_;
-  std::vector<int32_t> run_tokens_;
-  std::vector<const unsigned char*> run_parts_;
+  std::vector<int32_t> run_tokens_;             // an extra-key block's (submit)
+  std::vector<const unsigned char*> run_parts_;  // its block addresses
+  NodeRecords node_records_;                     // where the writer reads a run's blocks
+  std::vector<const unsigned char*> node_bases_;  // per group: its pool's block 0
   void submit_run();  // submits run_ (if any blocks), stamps what the writer took
   StoreKeys keys_;
   bool muted_ = false;
