@@ -437,6 +437,12 @@ kvc_cache_t* serving_cache(const Shape& m, const std::string& disk) {
   CHECK_OK(kvc_config_set_tokens_per_block(c, 16));
   CHECK_OK(kvc_config_set_max_tokens(c, 1024 * 16));  // 1024 blocks
   if (!disk.empty()) CHECK_OK(kvc_config_set_disk_cache(c, disk.c_str(), uint64_t(1) << 40));
+  // Diagnosis (bench/results/2026-11-28-disk-serving-r4-vm-2cpu.md): with
+  // KVC_BENCH_OFFLOAD_MIN_PRIORITY=100 the tier is on but writes nothing (the
+  // prompts' priority, 35, is below it): what the tier costs a call without
+  // the writer's work.
+  if (const char* p = std::getenv("KVC_BENCH_OFFLOAD_MIN_PRIORITY"); p != nullptr && !disk.empty())
+    CHECK_OK(kvc_config_set_secondary_offload_min_priority(c, uint32_t(std::atoi(p))));
   kvc_cache_t* cache = nullptr;
   CHECK_OK(kvc_cache_create(c, &cache));
   kvc_config_destroy(c);
