@@ -78,7 +78,12 @@ StoreChain::StoreChain(const CacheConfig& config, const GroupLayout& layout,
   // pools (the CPU backend), and no windowed groups (whose slots a commit
   // may release at once).
   windowed_ = !layout.windowed.empty();
-  if (host_pools_ && !windowed_ && !stores_.empty()) {
+  // The writer finds a block at its pool's base + id * the group's block
+  // bytes (NodeRecords): so every pool's stride must be those bytes.
+  bool strides_match = true;
+  for (uint32_t g = 0; g < layout.num_groups(); ++g)
+    strides_match = strides_match && memory[layout.group_pool[g]]->block_bytes() == group_bytes_[g];
+  if (host_pools_ && !windowed_ && !stores_.empty() && strides_match) {
     std::vector<BlockStore*> raw;
     for (auto& st : stores_) raw.push_back(st.get());
     uint64_t sets = UINT64_MAX;  // block sets: the smallest pool's blocks
