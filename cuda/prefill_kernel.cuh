@@ -112,14 +112,6 @@ __global__ void __launch_bounds__(Cfg<D, W, SUB>::kThreads, Cfg<D, W, SUB>::kMin
 
   // The work item (prefill_work_item.cuh).
   const PrefillWorkItem w = prefill_work_item(p);
-  const uint32_t kvh = w.kvh, split = w.split;
-  const PrefillSeq sq = w.sq;
-  const int G = w.G, rows_valid = w.rows_valid, r0 = w.r0, prefix = w.prefix;
-  const int pos_min = w.pos_min, pos_max = w.pos_max, window = w.window;
-  const int32_t* const table_row = w.table_row;
-  const int lo_s = w.lo_s, hi_s = w.hi_s;
-  const int n_first = (lo_s / BN) * BN;
-  const int n_tiles = hi_s > lo_s ? (hi_s - n_first + BN - 1) / BN : 0;
 
   // This thread's rows: per MMA tile mt and half (row lane/4 or +8).
   int pos_row[MT][2];
@@ -127,10 +119,10 @@ __global__ void __launch_bounds__(Cfg<D, W, SUB>::kThreads, Cfg<D, W, SUB>::kMin
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int pr = r0 + warp * RW + mt * 16 + (lane >> 2) + h * 8;
-      pos_row[mt][h] = prefix + min(pr, rows_valid - 1) / G;
+      const int pr = w.r0 + warp * RW + mt * 16 + (lane >> 2) + h * 8;
+      pos_row[mt][h] = w.prefix + min(pr, w.rows_valid - 1) / w.G;
     }
-  const bool warp_active = r0 + warp * RW < rows_valid;
+  const bool warp_active = w.r0 + warp * RW < w.rows_valid;
 
   // ldmatrix row addresses, swizzled (see swz): within a row the chunk of
   // k-step kk is the chunk of step 0 XOR (kk << 1), and the row's byte
@@ -167,28 +159,28 @@ __global__ void __launch_bounds__(Cfg<D, W, SUB>::kThreads, Cfg<D, W, SUB>::kMin
   __shared__ const int32_t* ctx_table;
   __shared__ int32_t ctx_range[2];
   if (tid == 0) {
-    ctx_table = table_row;
-    ctx_range[0] = lo_s;
-    ctx_range[1] = hi_s;
+    ctx_table = w.table_row;
+    ctx_range[0] = w.lo_s;
+    ctx_range[1] = w.hi_s;
   }
   // Block id of row `tid` of tile jt (tid < BN), or -1 when not read.
   auto load_id = [&](int jt) -> int32_t {
-    const int t = n_first + jt * BN + tid;
+    const int t = w.n_first + jt * BN + tid;
     if (tid >= BN || t < ctx_range[0] || t >= ctx_range[1]) return -1;
     return ctx_table[t >> p.block_shift];
   };
   auto store_offset = [&](int jt, int32_t id) {
     if (tid >= BN) return;
-    const int t = n_first + jt * BN + tid;
+    const int t = w.n_first + jt * BN + tid;
     int64_t off = -1;
     if (t >= ctx_range[0] && t < ctx_range[1]) {
       if (id < 0 || uint32_t(id) >= p.num_blocks) {
-        record_kernel_error(p.err, kPrefillBlockOutOfRange, p.layer, sq.index, id, p.num_blocks,
+        record_kernel_error(p.err, kPrefillBlockOutOfRange, p.layer, w.sq.index, id, p.num_blocks,
                             t >> p.block_shift);
       } else {
         off = int64_t(uint64_t(id) * p.block_stride +
                       uint64_t(t & ((1 << p.block_shift) - 1)) * p.token_stride +
-                      uint64_t(kvh) * p.head_stride);
+                      uint64_t(w.kvh) * p.head_stride);
       }
     }
     offs[(jt & 1) * BN + tid] = off;
@@ -244,7 +236,7 @@ __global__ void __launch_bounds__(Cfg<D, W, SUB>::kThreads, Cfg<D, W, SUB>::kMin
     }
   };
 
-  if (n_tiles > 0) {
+  if (w.n_tiles > 0) {
     // Q: row r of the tile is packed row r0 + r; rows past the sequence are zeros.
     {
       constexpr int CPR = D / 8;
@@ -255,10 +247,10 @@ __global__ void __launch_bounds__(Cfg<D, W, SUB>::kThreads, Cfg<D, W, SUB>::kMin
 #pragma unroll
       for (int k = 0; k < PER; ++k) {
         const int r = tid / CPR + k * ROWS_PER_PASS;
-        const int pr = r0 + r;
-        const bool ok = pr < rows_valid;
-        const uint64_t qrow = uint64_t(sq.q_start + (ok ? pr / G : 0)) * p.q_heads +
-                              kvh * uint32_t(G) + uint32_t(ok ? pr % G : 0);
+        const int pr = w.r0 + r;
+        const bool ok = pr < w.rows_valid;
+        const uint64_t qrow = uint64_t(w.sq.q_start + (ok ? pr / w.G : 0)) * p.q_heads +
+                              w.kvh * uint32_t(w.G) + uint32_t(ok ? pr % w.G : 0);
         cp_async16(s_q + swz<D>(r, c), qbase + (qrow * D + c * 8) * 2, ok ? 16u : 0u);
       }
     }
@@ -275,7 +267,7 @@ __global__ void __launch_bounds__(Cfg<D, W, SUB>::kThreads, Cfg<D, W, SUB>::kMin
   // window masks: tiles needing them come first (the window's edge) and
   // last (the diagonal), so the loops below run the lean version between.
   auto step = [&](const int j, auto masked) {
-    const int n0 = n_first + j * BN;
+    const int n0 = w.n_first + j * BN;
     const uint32_t stage = uint32_t(j & 1) * S::kTileBytes;
     const uint32_t k_tile = s_k + stage;
     const uint32_t v_tile = s_v + stage;
@@ -283,7 +275,7 @@ __global__ void __launch_bounds__(Cfg<D, W, SUB>::kThreads, Cfg<D, W, SUB>::kMin
     convert(S::kStageK, S::kK + stage);
     convert(S::kStageV, S::kV + stage);
     __syncthreads();  // K(j), V(j) visible; every warp is done with tile j-1's stages
-    if (j + 1 < n_tiles) {
+    if (j + 1 < w.n_tiles) {
       const uint32_t next = uint32_t((j + 1) & 1) * S::kTileBytes;
       issue_kv(p.k_base, j + 1, s_k + next, S::kStageK + s_base);
       issue_kv(p.v_base, j + 1, s_v + next, S::kStageV + s_base);
@@ -345,7 +337,7 @@ __global__ void __launch_bounds__(Cfg<D, W, SUB>::kThreads, Cfg<D, W, SUB>::kMin
               for (int e = 0; e < 4; ++e) {
                 const int t = c0 + nt * 8 + (lane & 3) * 2 + (e & 1);
                 const int pr = pos_row[mt][e >> 1];
-                if (t > pr || (window != 0 && t + window <= pr)) s[mt][nt][e] = -INFINITY;
+                if (t > pr || (w.window != 0 && t + w.window <= pr)) s[mt][nt][e] = -INFINITY;
               }
           }
 #pragma unroll
@@ -420,16 +412,16 @@ __global__ void __launch_bounds__(Cfg<D, W, SUB>::kThreads, Cfg<D, W, SUB>::kMin
     store_offset(j + 2, next_id);
   };
   auto needs_mask = [&](int j) {
-    const int n0 = n_first + j * BN;
-    return n0 + BN - 1 > pos_min || (window != 0 && n0 < pos_max + 1 - window);
+    const int n0 = w.n_first + j * BN;
+    return n0 + BN - 1 > w.pos_min || (w.window != 0 && n0 < w.pos_max + 1 - w.window);
   };
   if constexpr (SPLIT_LOOPS) {
     int j = 0;
-    for (; j < n_tiles && needs_mask(j); ++j) step(j, std::true_type{});
-    for (; j < n_tiles && !needs_mask(j); ++j) step(j, std::false_type{});
-    for (; j < n_tiles; ++j) step(j, std::true_type{});
+    for (; j < w.n_tiles && needs_mask(j); ++j) step(j, std::true_type{});
+    for (; j < w.n_tiles && !needs_mask(j); ++j) step(j, std::false_type{});
+    for (; j < w.n_tiles; ++j) step(j, std::true_type{});
   } else {
-    for (int j = 0; j < n_tiles; ++j) step(j, needs_mask(j));
+    for (int j = 0; j < w.n_tiles; ++j) step(j, needs_mask(j));
   }
   cp_async_wait<0>();
 
@@ -442,10 +434,10 @@ __global__ void __launch_bounds__(Cfg<D, W, SUB>::kThreads, Cfg<D, W, SUB>::kMin
       float sum = l[mt][h];
       sum += __shfl_xor_sync(0xffffffffu, sum, 1);
       sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-      const int pr = r0 + warp * RW + mt * 16 + (lane >> 2) + h * 8;
-      if (pr >= rows_valid) continue;
-      const uint32_t qh = kvh * uint32_t(G) + uint32_t(pr % G);
-      const uint64_t row = uint64_t(sq.q_start + pr / G);
+      const int pr = w.r0 + warp * RW + mt * 16 + (lane >> 2) + h * 8;
+      if (pr >= w.rows_valid) continue;
+      const uint32_t qh = w.kvh * uint32_t(w.G) + uint32_t(pr % w.G);
+      const uint64_t row = uint64_t(w.sq.q_start + pr / w.G);
       const int d0 = (lane & 3) * 2;
       if (p.num_splits == 1) {
         const float inv = sum > 0.0f ? p.v_scale / sum : 0.0f;
@@ -456,7 +448,7 @@ __global__ void __launch_bounds__(Cfg<D, W, SUB>::kThreads, Cfg<D, W, SUB>::kMin
         if (p.lse != nullptr && (lane & 3) == 0)
           p.lse[row * p.q_heads + qh] = sum > 0.0f ? (m[mt][h] + log2f(sum)) * kLn2 : -INFINITY;
       } else {
-        const uint64_t part = ((row - uint64_t(p.q_base)) * p.q_heads + qh) * p.num_splits + split;
+        const uint64_t part = ((row - uint64_t(p.q_base)) * p.q_heads + qh) * p.num_splits + w.split;
         float2* dst = reinterpret_cast<float2*>(p.ws_o + part * D);
 #pragma unroll
         for (int nt = 0; nt < DT; ++nt)

@@ -95,15 +95,7 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
 
   // The work item (prefill_work_item.cuh).
   const PrefillWorkItem w = prefill_work_item(p);
-  const uint32_t kvh = w.kvh, split = w.split;
-  const PrefillSeq sq = w.sq;
-  const int G = w.G, rows_valid = w.rows_valid, r0 = w.r0, prefix = w.prefix;
-  const int pos_min = w.pos_min, pos_max = w.pos_max, window = w.window;
-  const int32_t* const table_row = w.table_row;
-  const int lo_s = w.lo_s, hi_s = w.hi_s;
-  const int n_first = (lo_s / BN) * BN;
-  const int n_tiles = hi_s > lo_s ? (hi_s - n_first + BN - 1) / BN : 0;
-  const int n_active = r0 + 64 < rows_valid ? 2 : 1;  // consumer warpgroups with rows
+  const int n_active = w.r0 + 64 < w.rows_valid ? 2 : 1;  // consumer warpgroups with rows
 
   if (tid == 0) {
 #pragma unroll
@@ -118,20 +110,20 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
   if (wg == 0) {
     // The producer.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
-    if (warp == 0 && n_tiles > 0) {
+    if (warp == 0 && w.n_tiles > 0) {
       const int shift = int(p.block_shift);
       const int bt = min(1 << shift, kTmaBoxTokens);  // tokens per box (the map's)
       const int nb = BN / bt;              // boxes per tile
       const uint32_t box_bytes = uint32_t(bt * 64 * 2);
-      for (int j = 0; j < n_tiles; ++j) {
+      for (int j = 0; j < w.n_tiles; ++j) {
         const int st = j % STAGES;
         if (j >= STAGES) mbar_wait(s_empty + 8 * st, uint32_t((j / STAGES - 1) & 1));
-        const int tok = n_first + j * BN + lane * bt;
-        const bool in_range = lane < nb && tok + bt > lo_s && tok < hi_s;
-        int32_t id = in_range ? table_row[tok >> shift] : -1;
+        const int tok = w.n_first + j * BN + lane * bt;
+        const bool in_range = lane < nb && tok + bt > w.lo_s && tok < w.hi_s;
+        int32_t id = in_range ? w.table_row[tok >> shift] : -1;
         const bool ok = in_range && id >= 0 && uint32_t(id) < p.num_blocks;
         if (in_range && !ok)
-          record_kernel_error(p.err, kPrefillBlockOutOfRange, p.layer, sq.index, id, p.num_blocks,
+          record_kernel_error(p.err, kPrefillBlockOutOfRange, p.layer, w.sq.index, id, p.num_blocks,
                               tok >> shift);
         const uint32_t boxes = __popc(__ballot_sync(0xffffffffu, ok));
         if (lane == 0) mbar_arrive_expect_tx(s_full + 8 * st, boxes * box_bytes * uint32_t(2 * D / 64));
@@ -142,8 +134,8 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
 #pragma unroll
           for (int dh = 0; dh < D / 64; ++dh) {
             const uint32_t off = row + uint32_t(dh * BN * 128);
-            tma_load_4d(s_k + off, p.tmap_k, dh * 64, int(kvh), tin, id, s_full + 8 * st);
-            tma_load_4d(s_v + off, p.tmap_v, dh * 64, int(kvh), tin, id, s_full + 8 * st);
+            tma_load_4d(s_k + off, p.tmap_k, dh * 64, int(w.kvh), tin, id, s_full + 8 * st);
+            tma_load_4d(s_v + off, p.tmap_v, dh * 64, int(w.kvh), tin, id, s_full + 8 * st);
           }
         }
       }
@@ -162,11 +154,11 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
   int pos_row[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int pr = r0 + cw * 64 + warp * 16 + (lane >> 2) + h * 8;
-    pos_row[h] = prefix + min(pr, rows_valid - 1) / G;
+    const int pr = w.r0 + cw * 64 + warp * 16 + (lane >> 2) + h * 8;
+    pos_row[h] = w.prefix + min(pr, w.rows_valid - 1) / w.G;
   }
 
-  if (n_tiles > 0) {
+  if (w.n_tiles > 0) {
     {
       constexpr int CPR = D / 8;
       constexpr int PER = BM * CPR / 256;
@@ -176,10 +168,10 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
 #pragma unroll
       for (int k = 0; k < PER; ++k) {
         const int r = ctid / CPR + k * ROWS_PER_PASS;
-        const int pr = r0 + r;
-        const bool ok = pr < rows_valid;
-        const uint64_t qrow = uint64_t(sq.q_start + (ok ? pr / G : 0)) * p.q_heads +
-                              kvh * uint32_t(G) + uint32_t(ok ? pr % G : 0);
+        const int pr = w.r0 + r;
+        const bool ok = pr < w.rows_valid;
+        const uint64_t qrow = uint64_t(w.sq.q_start + (ok ? pr / w.G : 0)) * p.q_heads +
+                              w.kvh * uint32_t(w.G) + uint32_t(ok ? pr % w.G : 0);
         cp_async16(s_q + sw128<BM>(r, c), qbase + (qrow * D + c * 8) * 2, ok ? 16u : 0u);
       }
       cp_async_commit();
@@ -189,25 +181,25 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
     }
   }
   const bool active = cw < n_active;
-  if (active && n_tiles > 0) {
+  if (active && w.n_tiles > 0) {
     const uint32_t q_wg = s_q + uint32_t(cw * 64 * 128);
     const float mult = CAP ? 1.0f : p.score_scale;
     auto needs_mask = [&](int j) {
-      const int n0 = n_first + j * BN;
-      return n0 < lo_s || n0 + BN > hi_s || n0 + BN - 1 > pos_min ||
-             (window != 0 && n0 < pos_max + 1 - window);
+      const int n0 = w.n_first + j * BN;
+      return n0 < w.lo_s || n0 + BN > w.hi_s || n0 + BN - 1 > w.pos_min ||
+             (w.window != 0 && n0 < w.pos_max + 1 - w.window);
     };
     // Waits for tile j; zeroes the V rows of an edge tile outside [lo_s, hi_s).
     auto acquire = [&](int j) {
       const int st = j % STAGES;
       mbar_wait(s_full + 8 * st, uint32_t((j / STAGES) & 1));
-      const int n0 = n_first + j * BN;
-      if (n0 < lo_s || n0 + BN > hi_s) {  // the same for every consumer thread
+      const int n0 = w.n_first + j * BN;
+      if (n0 < w.lo_s || n0 + BN > w.hi_s) {  // the same for every consumer thread
         const int nthreads = n_active * 128;
         for (int i = ctid; i < BN * (D / 8); i += nthreads) {
           const int r = i / (D / 8), c = i % (D / 8);
           const int t = n0 + r;
-          if (t < lo_s || t >= hi_s) {
+          if (t < w.lo_s || t >= w.hi_s) {
             unsigned char* dst = smem + S::kV + st * S::kTile + (c >> 3) * BN * 128 + r * 128 + (c & 7) * 16;
             *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
           }
@@ -245,7 +237,7 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
     // Softmax of tile j's scores in place (s becomes P in f32); corr: the
     // factors O must be multiplied by, grew: whether any row's moved.
     auto softmax = [&](float* s, int j, auto masked, float* corr) -> bool {
-      const int n0 = n_first + j * BN;
+      const int n0 = w.n_first + j * BN;
       if constexpr (CAP) {
 #pragma unroll
         for (int i = 0; i < BN / 2; ++i) s[i] = p.cap_log2 * fast_tanh(s[i] * p.score_scale);
@@ -257,7 +249,7 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
           const int pr = pos_row[(i >> 1) & 1];
           // Tokens outside the piece's range (a tile of 128 may start before a
           // split's first token) and the causal / window masks.
-          if (t > pr || (window != 0 && t + window <= pr) || uint32_t(t - lo_s) >= uint32_t(hi_s - lo_s))
+          if (t > pr || (w.window != 0 && t + w.window <= pr) || uint32_t(t - w.lo_s) >= uint32_t(w.hi_s - w.lo_s))
             s[i] = -INFINITY;
         }
       }
@@ -313,7 +305,7 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
     // issue point waits for its turn and hands the turn over; the second
     // warpgroup lets the first go at the start and skips its last hand-over.
     const bool pp = PP && n_active == 2;
-    int issues_left = n_tiles + 1;
+    int issues_left = w.n_tiles + 1;
     auto turn_wait = [&] {
       if (pp) named_barrier_sync<256>(3 + cw);
     };
@@ -335,7 +327,7 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
     if (needs_mask(0)) softmax(s, 0, std::true_type{}, corr);
     else softmax(s, 0, std::false_type{}, corr);
     pack(s, pa);
-    for (int j = 1; j < n_tiles; ++j) {
+    for (int j = 1; j < w.n_tiles; ++j) {
       acquire(j);
       turn_wait();
       issue_s(s, j);
@@ -352,11 +344,11 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
       pack(s, pa);
     }
     turn_wait();
-    issue_pv(pa, n_tiles - 1);
+    issue_pv(pa, w.n_tiles - 1);
     turn_pass();
     wgmma_wait<0>();
     wgmma_fence_regs<NO>(o);
-    release(n_tiles - 1);
+    release(w.n_tiles - 1);
   }
   if (!active) return;
 
@@ -365,10 +357,10 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
     float sum = l[h];
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    const int pr = r0 + cw * 64 + warp * 16 + (lane >> 2) + h * 8;
-    if (pr >= rows_valid) continue;
-    const uint32_t qh = kvh * uint32_t(G) + uint32_t(pr % G);
-    const uint64_t row = uint64_t(sq.q_start + pr / G);
+    const int pr = w.r0 + cw * 64 + warp * 16 + (lane >> 2) + h * 8;
+    if (pr >= w.rows_valid) continue;
+    const uint32_t qh = w.kvh * uint32_t(w.G) + uint32_t(pr % w.G);
+    const uint64_t row = uint64_t(w.sq.q_start + pr / w.G);
     const int d0 = (lane & 3) * 2;
     if (p.num_splits == 1) {
       const float inv = sum > 0.0f ? p.v_scale / sum : 0.0f;
@@ -379,7 +371,7 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
       if (p.lse != nullptr && (lane & 3) == 0)
         p.lse[row * p.q_heads + qh] = sum > 0.0f ? (m[h] + log2f(sum)) * kLn2 : -INFINITY;
     } else {
-      const uint64_t part = ((row - uint64_t(p.q_base)) * p.q_heads + qh) * p.num_splits + split;
+      const uint64_t part = ((row - uint64_t(p.q_base)) * p.q_heads + qh) * p.num_splits + w.split;
       float2* dst = reinterpret_cast<float2*>(p.ws_o + part * D);
 #pragma unroll
       for (int nt = 0; nt < D / 8; ++nt)

@@ -93,23 +93,15 @@ __global__ void __launch_bounds__(kWgThreads, STAGES == 2 ? 2 : 1)
 
   // The work item (prefill_work_item.cuh).
   const PrefillWorkItem w = prefill_work_item(p);
-  const uint32_t kvh = w.kvh, split = w.split;
-  const PrefillSeq sq = w.sq;
-  const int G = w.G, rows_valid = w.rows_valid, r0 = w.r0, prefix = w.prefix;
-  const int pos_min = w.pos_min, pos_max = w.pos_max, window = w.window;
-  const int32_t* const table_row = w.table_row;
-  const int lo_s = w.lo_s, hi_s = w.hi_s;
-  const int n_first = (lo_s / BN) * BN;
-  const int n_tiles = hi_s > lo_s ? (hi_s - n_first + BN - 1) / BN : 0;
 
   // This thread's two rows (accumulator rows lane / 4 and + 8 of its warp).
   int pos_row[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int pr = r0 + wg * 64 + warp * 16 + (lane >> 2) + h * 8;
-    pos_row[h] = prefix + min(pr, rows_valid - 1) / G;
+    const int pr = w.r0 + wg * 64 + warp * 16 + (lane >> 2) + h * 8;
+    pos_row[h] = w.prefix + min(pr, w.rows_valid - 1) / w.G;
   }
-  const bool wg_active = r0 + wg * 64 < rows_valid;
+  const bool wg_active = w.r0 + wg * 64 < w.rows_valid;
 
   float o[NO];
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
@@ -120,27 +112,27 @@ __global__ void __launch_bounds__(kWgThreads, STAGES == 2 ? 2 : 1)
   __shared__ const int32_t* ctx_table;
   __shared__ int32_t ctx_range[2];
   if (tid == 0) {
-    ctx_table = table_row;
-    ctx_range[0] = lo_s;
-    ctx_range[1] = hi_s;
+    ctx_table = w.table_row;
+    ctx_range[0] = w.lo_s;
+    ctx_range[1] = w.hi_s;
   }
   auto load_id = [&](int jt) -> int32_t {
-    const int t = n_first + jt * BN + tid;
+    const int t = w.n_first + jt * BN + tid;
     if (tid >= BN || t < ctx_range[0] || t >= ctx_range[1]) return -1;
     return ctx_table[t >> p.block_shift];
   };
   auto store_offset = [&](int jt, int32_t id) {
     if (tid >= BN) return;
-    const int t = n_first + jt * BN + tid;
+    const int t = w.n_first + jt * BN + tid;
     int64_t off = -1;
     if (t >= ctx_range[0] && t < ctx_range[1]) {
       if (id < 0 || uint32_t(id) >= p.num_blocks) {
-        record_kernel_error(p.err, kPrefillBlockOutOfRange, p.layer, sq.index, id, p.num_blocks,
+        record_kernel_error(p.err, kPrefillBlockOutOfRange, p.layer, w.sq.index, id, p.num_blocks,
                             t >> p.block_shift);
       } else {
         off = int64_t(uint64_t(id) * p.block_stride +
                       uint64_t(t & ((1 << p.block_shift) - 1)) * p.token_stride +
-                      uint64_t(kvh) * p.head_stride);
+                      uint64_t(w.kvh) * p.head_stride);
       }
     }
     offs[(jt % STAGES) * BN + tid] = off;
@@ -161,7 +153,7 @@ __global__ void __launch_bounds__(kWgThreads, STAGES == 2 ? 2 : 1)
     }
   };
 
-  if (n_tiles > 0) {
+  if (w.n_tiles > 0) {
     {
       constexpr int CPR = D / 8;
       constexpr int PER = BM * CPR / THREADS;
@@ -171,10 +163,10 @@ __global__ void __launch_bounds__(kWgThreads, STAGES == 2 ? 2 : 1)
 #pragma unroll
       for (int k = 0; k < PER; ++k) {
         const int r = tid / CPR + k * ROWS_PER_PASS;
-        const int pr = r0 + r;
-        const bool ok = pr < rows_valid;
-        const uint64_t qrow = uint64_t(sq.q_start + (ok ? pr / G : 0)) * p.q_heads +
-                              kvh * uint32_t(G) + uint32_t(ok ? pr % G : 0);
+        const int pr = w.r0 + r;
+        const bool ok = pr < w.rows_valid;
+        const uint64_t qrow = uint64_t(w.sq.q_start + (ok ? pr / w.G : 0)) * p.q_heads +
+                              w.kvh * uint32_t(w.G) + uint32_t(ok ? pr % w.G : 0);
         cp_async16(s_q + sw128<BM>(r, c), qbase + (qrow * D + c * 8) * 2, ok ? 16u : 0u);
       }
     }
@@ -184,7 +176,7 @@ __global__ void __launch_bounds__(kWgThreads, STAGES == 2 ? 2 : 1)
     __syncthreads();
 #pragma unroll
     for (int t = 0; t < STAGES - 1; ++t) {
-      if (t < n_tiles) {
+      if (t < w.n_tiles) {
         issue_kv(p.k_base, t, s_k + uint32_t(t * S::kTile));
         issue_kv(p.v_base, t, s_v + uint32_t(t * S::kTile));
       }
@@ -194,7 +186,7 @@ __global__ void __launch_bounds__(kWgThreads, STAGES == 2 ? 2 : 1)
 
   const uint32_t q_wg = s_q + uint32_t(wg * 64 * 128);
   auto step = [&](const int j, auto masked) {
-    const int n0 = n_first + j * BN;
+    const int n0 = w.n_first + j * BN;
     const uint32_t stage = uint32_t(j % STAGES) * S::kTile;
     const uint32_t k_tile = s_k + stage;
     const uint32_t v_tile = s_v + stage;
@@ -203,7 +195,7 @@ __global__ void __launch_bounds__(kWgThreads, STAGES == 2 ? 2 : 1)
     __syncthreads();              // everyone's; every warpgroup is done with tile j-1
     {
       const int jn = j + STAGES - 1;
-      if (jn < n_tiles) {
+      if (jn < w.n_tiles) {
         const uint32_t next = uint32_t(jn % STAGES) * S::kTile;
         issue_kv(p.k_base, jn, s_k + next);
         issue_kv(p.v_base, jn, s_v + next);
@@ -237,7 +229,7 @@ __global__ void __launch_bounds__(kWgThreads, STAGES == 2 ? 2 : 1)
         for (int i = 0; i < BN / 2; ++i) {
           const int t = n0 + (i >> 2) * 8 + (lane & 3) * 2 + (i & 1);
           const int pr = pos_row[(i >> 1) & 1];
-          if (t > pr || (window != 0 && t + window <= pr)) s[i] = -INFINITY;
+          if (t > pr || (w.window != 0 && t + w.window <= pr)) s[i] = -INFINITY;
         }
       }
       float corr[2];
@@ -296,13 +288,13 @@ __global__ void __launch_bounds__(kWgThreads, STAGES == 2 ? 2 : 1)
     store_offset(j + STAGES, next_id);
   };
   auto needs_mask = [&](int j) {
-    const int n0 = n_first + j * BN;
-    return n0 + BN - 1 > pos_min || (window != 0 && n0 < pos_max + 1 - window);
+    const int n0 = w.n_first + j * BN;
+    return n0 + BN - 1 > w.pos_min || (w.window != 0 && n0 < w.pos_max + 1 - w.window);
   };
   int j = 0;
-  for (; j < n_tiles && needs_mask(j); ++j) step(j, std::true_type{});
-  for (; j < n_tiles && !needs_mask(j); ++j) step(j, std::false_type{});
-  for (; j < n_tiles; ++j) step(j, std::true_type{});
+  for (; j < w.n_tiles && needs_mask(j); ++j) step(j, std::true_type{});
+  for (; j < w.n_tiles && !needs_mask(j); ++j) step(j, std::false_type{});
+  for (; j < w.n_tiles; ++j) step(j, std::true_type{});
   cp_async_wait<0>();
 
 #pragma unroll
@@ -310,10 +302,10 @@ __global__ void __launch_bounds__(kWgThreads, STAGES == 2 ? 2 : 1)
     float sum = l[h];
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    const int pr = r0 + wg * 64 + warp * 16 + (lane >> 2) + h * 8;
-    if (pr >= rows_valid) continue;
-    const uint32_t qh = kvh * uint32_t(G) + uint32_t(pr % G);
-    const uint64_t row = uint64_t(sq.q_start + pr / G);
+    const int pr = w.r0 + wg * 64 + warp * 16 + (lane >> 2) + h * 8;
+    if (pr >= w.rows_valid) continue;
+    const uint32_t qh = w.kvh * uint32_t(w.G) + uint32_t(pr % w.G);
+    const uint64_t row = uint64_t(w.sq.q_start + pr / w.G);
     const int d0 = (lane & 3) * 2;
     if (p.num_splits == 1) {
       const float inv = sum > 0.0f ? p.v_scale / sum : 0.0f;
@@ -324,7 +316,7 @@ __global__ void __launch_bounds__(kWgThreads, STAGES == 2 ? 2 : 1)
       if (p.lse != nullptr && (lane & 3) == 0)
         p.lse[row * p.q_heads + qh] = sum > 0.0f ? (m[h] + log2f(sum)) * kLn2 : -INFINITY;
     } else {
-      const uint64_t part = ((row - uint64_t(p.q_base)) * p.q_heads + qh) * p.num_splits + split;
+      const uint64_t part = ((row - uint64_t(p.q_base)) * p.q_heads + qh) * p.num_splits + w.split;
       float2* dst = reinterpret_cast<float2*>(p.ws_o + part * D);
 #pragma unroll
       for (int nt = 0; nt < D / 8; ++nt)

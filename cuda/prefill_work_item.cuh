@@ -31,6 +31,8 @@ struct PrefillWorkItem {
   int window;      // 0 = full attention
   const int32_t* table_row;
   int lo_s, hi_s;  // KV range [lo_s, hi_s) of the piece (empty on a short table)
+  int n_first;     // first token of the piece's first KV tile (a multiple of the tile)
+  int n_tiles;     // KV tiles from n_first that cover [lo_s, hi_s)
 };
 
 // Heaviest tiles first, all (kv head, split) pieces of a tile side by side so
@@ -86,6 +88,8 @@ __device__ __forceinline__ PrefillWorkItem prefill_work_item(const PrefillParams
     w.hi_s = min(hi, base + int(p.split_tokens));
   }
   if (!table_ok) w.hi_s = w.lo_s;
+  w.n_first = (w.lo_s / BN) * BN;
+  w.n_tiles = w.hi_s > w.lo_s ? (w.hi_s - w.n_first + BN - 1) / BN : 0;
   return w;
 }
 

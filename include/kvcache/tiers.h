@@ -17,7 +17,13 @@
  *     commit queues a small job and goes on, and a worker thread copies the
  *     block out, seals and queues the record while the cache keeps the block
  *     from reuse; evicting it later writes nothing. So another cache on the
- *     same Redis sees a block as soon as it is committed and flushed. A
+ *     same Redis sees a block as soon as it is committed and flushed. Until
+ *     its write is done such a block counts as in use (kvc_cache_stats_t):
+ *     a call that needs blocks (kvc_sequence_add, kvc_sequence_extend,
+ *     kvc_cache_reset_reuse, a resize) first takes back the finished writes,
+ *     and one short of blocks waits for the writer, so a call that then
+ *     fails may still have moved those blocks from in use to cached: the
+ *     only change a refused call makes. A
  *     priority changed after the commit does not write or unwrite it.
  *     Elsewhere (CUDA), a cached block that leaves the lowest tree tier
  *     (evicted from the host tier, or from the primary pools without one)

@@ -58,15 +58,6 @@ ChainDigest tagged_digest(const char (&tag)[13], const std::string& bytes) {
   return h.finish();
 }
 
-// XXH3-64 of [0, 80) ++ [88, size), on the CPU's widest path (xxh3_stream.h:
-// the same value on every path).
-uint64_t checksum(const unsigned char* record, size_t size) {
-  Xxh3Stream st;
-  st.update(record, kChecksumAt);
-  st.update(record + kChecksumAt + 8, size - kChecksumAt - 8);
-  return st.digest();
-}
-
 }  // namespace
 
 ChainDigest scope_chain_digest(const std::string& scope_bytes) {
@@ -148,7 +139,7 @@ void seal_record(const RecordLayout& layout, const RecordKey& key, uint32_t prio
   unsigned char* t = record + kRecordFixedHeader;
   for (uint32_t i = 0; i < layout.tokens_per_block; ++i)
     put_u32(t + 4 * i, static_cast<uint32_t>(key.tokens[i]));
-  put_u64(record + kChecksumAt, checksum(record, layout.record_bytes()));
+  put_u64(record + kChecksumAt, record_checksum(record, layout.record_bytes()));
 }
 
 RecordHeader read_record_header(const unsigned char* r) {
@@ -179,7 +170,13 @@ void RecordChecksum::update(const unsigned char* piece, size_t size) {
   }
 }
 
-uint64_t record_checksum(const unsigned char* record, size_t size) { return checksum(record, size); }
+// XXH3-64 of [0, 80) ++ [88, size), on the CPU's widest path (xxh3_stream.h:
+// the same value on every path); RecordChecksum is its only implementation.
+uint64_t record_checksum(const unsigned char* record, size_t size) {
+  RecordChecksum sum;
+  sum.update(record, size);
+  return sum.digest();
+}
 
 namespace {
 
@@ -213,7 +210,7 @@ RecordCheck check_record_frame(const RecordLayout& layout, const unsigned char* 
                                size_t size) {
   const RecordCheck fields = check_frame_fields(layout, record, size);
   if (fields != RecordCheck::kOk) return fields;
-  if (get_u64(record + kChecksumAt) != checksum(record, size)) return RecordCheck::kChecksum;
+  if (get_u64(record + kChecksumAt) != record_checksum(record, size)) return RecordCheck::kChecksum;
   return RecordCheck::kOk;
 }
 

@@ -37,6 +37,23 @@ class EvictionPolicy {
   uint64_t age(uint32_t node) const { return links_[node].age; }
   uint32_t priority(uint32_t node) const { return priority_[node]; }
 
+  // Read access in victim order, for a plan that looks ahead without
+  // changing the queue: the lowest priority >= `from` whose list is not
+  // empty (kMaxPriority + 1: none), a list's oldest node, the node after
+  // `node` in its list (kNoNode: the newest).
+  uint32_t lowest_priority(uint32_t from) const {
+    for (uint32_t w = from >> 6; w < 2; ++w) {
+      uint64_t bits = nonempty_[w];
+      if (w == (from >> 6)) bits &= ~uint64_t(0) << (from & 63);
+      if (bits != 0) return w * 64 + uint32_t(__builtin_ctzll(bits));
+    }
+    return kMaxPriority + 1;
+  }
+  uint32_t oldest(uint32_t priority) const { return head_[priority]; }
+  uint32_t next(uint32_t node) const { return links_[node].next; }
+  // Fetches the line next() and age() read.
+  void prefetch(uint32_t node) const { __builtin_prefetch(&links_[node], 0); }
+
   // Nodes of one priority from oldest to newest (for checks and tests).
   template <class F>
   void for_each(uint32_t priority, F&& f) const {

@@ -170,7 +170,13 @@ void HostTier::prefetch_host_blocks(uint32_t node) const {
 }
 
 void HostTier::prefetch_offload(uint32_t node, const uint32_t* host_blocks) const {
-  tree_.prefetch_node(tree_.node(node).parent);
+  // on_moved_out: the node's queue links, its parent's node, tier-children
+  // count and record (whether the parent becomes evictable).
+  const uint32_t parent = tree_.node(node).parent;
+  tree_.prefetch_node(parent);
+  eviction_.policy().prefetch(node);
+  index_.prefetch_tier_children(parent);
+  tree_.prefetch_blocks(parent);
   for (uint32_t g = 0; g < layout_.num_groups(); ++g) {
     if (host_blocks[g] == kNoBlock) continue;
     const uint32_t p = layout_.group_pool[g];

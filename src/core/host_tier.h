@@ -76,6 +76,12 @@ class HostTier final : public Tier {
   // prepare's plan (host_tier_plan.cpp): the victims that free r.sets block
   // sets, each anchor victim's fate, the host nodes that make room.
   void plan_victims(const Reservation& r);
+  // The plan itself. kRead (models without windowed groups): it reads the
+  // queues through PlanQueue and writes none; else it looks ahead by
+  // changing the queues (Eviction's trial calls, the host queue with undo_)
+  // and undoes every change before it returns.
+  template <bool kRead>
+  void plan(const Reservation& r);
   void offload_node(uint32_t node, const uint32_t* host_blocks);
   void onboard_node(uint32_t node, const uint32_t* blocks);
   // Evicts a host node (and its host subtree) from the tree.
@@ -131,6 +137,55 @@ class HostTier final : public Tier {
     uint64_t age;
   };
   std::vector<Undo> undo_;
+  // The read-only plan's view of one queue: a cursor over it in victim
+  // order (lowest priority first, oldest first), skipping the nodes the
+  // call holds, and the nodes that became evictable while planning
+  // (parents whose last child was planned) in a small heap, each where
+  // insert_by_age would have put it: by (priority, age), after every entry
+  // of the same key already there. The queue is never written, so a victim
+  // costs no stores into random lines and nothing is undone.
+  class PlanQueue {
+   public:
+    void start(const EvictionPolicy& q);
+    // Takes the next victim (kNoNode: none left); skip(n): n is held.
+    // fetch(n) is called with the cursor's next entry, whose turn may come
+    // later: what that turn reads of it can be fetched.
+    template <class Skip, class Fetch>
+    uint32_t take(Skip&& skip, Fetch&& fetch);
+    // `node` became evictable at (priority, age).
+    void add(uint32_t node, uint32_t priority, uint64_t age);
+    void finish() {
+      queue_ = nullptr;
+      added_.clear();
+    }
+    bool idle() const { return queue_ == nullptr && added_.empty(); }
+
+   private:
+    void pop_top();
+    struct Added {
+      // Built in place: a temporary copied in as a wide load would wait
+      // for every store before it (failed store forwarding).
+      Added(uint32_t p, uint32_t n, uint64_t a, uint64_t s)
+          : priority(p), node(n), age(a), seq(s) {}
+      uint32_t priority;
+      uint32_t node;
+      uint64_t age;
+      uint64_t seq;  // order of addition: the later of equal keys goes after
+    };
+    // The heap's order (the first entry on top): a after b.
+    static bool after(const Added& a, const Added& b) {
+      if (a.priority != b.priority) return a.priority > b.priority;
+      if (a.age != b.age) return a.age > b.age;
+      return a.seq > b.seq;
+    }
+    const EvictionPolicy* queue_ = nullptr;
+    uint32_t priority_ = 0;     // the cursor's list
+    uint32_t node_ = kNoNode;   // the cursor's entry (maybe held)
+    uint64_t seq_ = 0;
+    std::vector<Added> added_;  // a heap by after()
+  };
+  PlanQueue anchor_plan_;  // Eviction's anchor queue
+  PlanQueue host_plan_;    // this tier's queue
   std::vector<int64_t> short_blocks_;  // per pool: primary blocks the plan must still free
   std::vector<int64_t> host_room_;     // per pool: host blocks free for offloads
   std::vector<int64_t> freed_;         // per pool: blocks of the victim being planned

@@ -2,7 +2,7 @@
 // block is free or cached (never in use) and held by a live host node; the
 // counts add up per pool; every host node's children are host nodes; the
 // host queue holds exactly the host nodes without children, by (priority,
-// age); a call's plan leaves no mark behind.
+// age); a call's plan leaves no mark behind (nor queue readers).
 #include <string>
 #include <vector>
 
@@ -101,6 +101,8 @@ void HostTier::check() const {
   }
   // A plan's look-ahead leaves nothing behind.
   if (!undo_.empty() || !touched_.empty()) broken("a plan's look-ahead was not undone");
+  if (!anchor_plan_.idle() || !host_plan_.idle())
+    broken("a read-only plan keeps its queue readers (cursor or added entries)");
   for (uint32_t n = 0; n < tree_.id_bound(); ++n)
     if (!marks_[n].none())
       broken("tree node " + std::to_string(n) + " keeps a plan's marks");

@@ -69,6 +69,15 @@ class PrefixIndex {
   // Links a new node with `blocks` (one per group) for `key` and references
   // its scope. The key must be absent and the tree not full.
   uint32_t insert(const BlockKey& key, const uint32_t* blocks);
+  // RadixTree::insert_plain (a full block without extra keys under a
+  // parent that is not the root, published with `priority` at `now_ms`)
+  // WITHOUT its scope reference: the caller adds the references of a run of
+  // such inserts at once (ref_scope(scope, n)) before anything reads them.
+  KVC_ALWAYS_INLINE uint32_t insert_plain(uint32_t parent, uint32_t scope, const int32_t* tokens,
+                                          uint64_t hash, const uint32_t* blocks, uint8_t priority,
+                                          uint64_t now_ms) {
+    return tree_.insert_plain(parent, scope, tokens, hash, blocks, priority, now_ms);
+  }
   // Unlinks a leaf and drops its scope reference; with events on, the
   // blocks it held are REMOVED.
   void erase(uint32_t node) {
@@ -108,6 +117,7 @@ class PrefixIndex {
   uint32_t& holders(uint32_t n) { return tree_.holders(n); }
   // Children of `node` that live in another tier.
   uint32_t tier_children(uint32_t node) const { return tier_children_[node]; }
+  void prefetch_tier_children(uint32_t node) const { __builtin_prefetch(&tier_children_[node]); }
   void add_tier_child(uint32_t parent) { ++tier_children_[parent]; }
   void drop_tier_child(uint32_t parent) { --tier_children_[parent]; }
 
@@ -130,6 +140,7 @@ class PrefixIndex {
   uint32_t find_scope(const std::string& bytes) const { return scopes_.find(bytes); }
   uint32_t intern_scope(const std::string& bytes) { return scopes_.intern(bytes); }
   void ref_scope(uint32_t scope) { scopes_.ref(scope); }
+  void ref_scope(uint32_t scope, uint32_t n) { scopes_.ref(scope, n); }
   void unref_scope(uint32_t scope) { scopes_.unref(scope); }
 
   // --- Node state read from the pools -------------------------------------

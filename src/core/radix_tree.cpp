@@ -316,14 +316,6 @@ void RadixTree::match_full_blocks(uint32_t parent, uint64_t parent_hash, const K
   out.resize(first + b);
 }
 
-void RadixTree::take_free(uint32_t id) {
-  const uint32_t at = free_at_[id];
-  const uint32_t top = free_.back();
-  free_[at] = top;
-  free_at_[top] = at;
-  free_.pop_back();
-}
-
 uint32_t RadixTree::insert(const BlockKey& key, const uint32_t* blocks) {
   NodeExtra extra;
   if (!key.extra->empty()) extra.assign(std::string(*key.extra));  // the only allocation, before any change

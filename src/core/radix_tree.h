@@ -139,6 +139,16 @@ class RadixTree {
   uint32_t insert(const BlockKey& key, const uint32_t* blocks);
   // Unlinks a leaf and frees its slot.
   void erase(uint32_t node);
+  // insert() of a full block without extra keys under `parent` (not the
+  // root), its node published with `priority` at `now_ms` (the fields
+  // Eviction::mark_published sets, written at once): the commit loop of a
+  // long new prompt, inlined there. The same outcome as insert() then
+  // mark_published(); the key must not be present and a node must be free.
+  KVC_ALWAYS_INLINE uint32_t insert_plain(uint32_t parent, uint32_t scope, const int32_t* tokens,
+                                          uint64_t hash, const uint32_t* blocks, uint8_t priority,
+                                          uint64_t now_ms);
+  // Free node ids: inserts that can be made before the tree is full.
+  uint32_t num_free() const { return uint32_t(free_.size()); }
 
   const TreeNode& node(uint32_t id) const { return nodes_[id]; }
   TreeNode& node(uint32_t id) { return nodes_[id]; }
@@ -301,7 +311,13 @@ class RadixTree {
   std::vector<uint32_t> free_;      // free node ids (a stack)
   std::vector<uint32_t> free_at_;   // per free id, its index in free_
   // Takes free id `id` out of the stack (the top fills its place).
-  void take_free(uint32_t id);
+  void take_free(uint32_t id) {
+    const uint32_t at = free_at_[id];
+    const uint32_t top = free_.back();
+    free_[at] = top;
+    free_at_[top] = at;
+    free_.pop_back();
+  }
   BigArray<uint64_t> buckets_;        // by block hash
   BigArray<uint64_t> first_buckets_;  // by (parent, scope, first token)
   FirstTokenKey first_key_;
@@ -310,6 +326,61 @@ class RadixTree {
   uint32_t table_shift_ = 0;  // 32 - log2(table size)
   uint32_t size_ = 0;
 };
+
+KVC_ALWAYS_INLINE uint32_t RadixTree::insert_plain(uint32_t parent, uint32_t scope,
+                                                   const int32_t* tokens, uint64_t hash,
+                                                   const uint32_t* blocks, uint8_t priority,
+                                                   uint64_t now_ms) {
+  // As insert(): the chain successor's id when it is free, else the top of
+  // the stack.
+  uint32_t id;
+  TreeNode* const nodes = nodes_.data();
+  if (uint64_t(parent) + 1 < nodes_.size() && !nodes[parent + 1].live) {
+    id = parent + 1;
+    take_free(id);
+  } else {
+    id = free_.back();
+    free_.pop_back();
+  }
+  ++size_;
+  const uint32_t T = tokens_per_block_;
+  const bool in_tables = id != parent + 1;
+  TreeNode& t = nodes[id];
+  t.hash = hash;
+  t.parent = parent;
+  t.scope = scope;
+  t.num_tokens = T;
+  t.num_children = 0;
+  t.first_tag = in_tables ? first_tag_of(parent, scope, tokens[0]) : 0;
+  t.priority = priority;
+  t.live = true;
+  t.tier = kPrimaryTier;
+  t.age = 0;
+  t.reusable_at = now_ms;
+  t.duration_ms = 0;
+  // t.extra: empty already (erase cleared it; no extra keys here).
+  uint32_t* r = record(id);
+  if (T == 16) std::memcpy(r, tokens, 16 * sizeof(int32_t));
+  else std::memcpy(r, tokens, size_t(T) * sizeof(int32_t));
+  const uint32_t head[kHeadWords] = {parent, scope, T, 0};
+  std::memcpy(r + head_at_, head, sizeof(head));
+  for (uint32_t g = 0; g < num_groups_; ++g) r[blocks_at_ + g] = blocks[g];
+  ++nodes[parent].num_children;
+  if (!links_.empty()) {
+    ChildLinks& l = links_[id];
+    l = ChildLinks{};
+    l.next_sibling = links_[parent].first_child;
+    if (l.next_sibling != kNoNode) links_[l.next_sibling].prev_sibling = id;
+    links_[parent].first_child = id;
+  }
+  if (in_tables) {
+    const uint32_t tag = tag_of(hash);
+    table_insert(buckets_, home(tag), table_mask_, (uint64_t(tag) << 32) | id);
+    table_insert(first_buckets_, home(t.first_tag), table_mask_,
+                 (uint64_t(t.first_tag) << 32) | id);
+  }
+  return id;
+}
 
 template <class F>
 void RadixTree::for_each_first_token_match(uint32_t parent, uint32_t scope, int32_t first_token,

@@ -59,6 +59,9 @@ class Residency {
   size_t num_pools() const { return pools_.size(); }
   const BlockPool& pool(size_t p) const { return pools_[p]; }
   const BlockPool& pool_of(uint32_t g) const { return pools_[layout_.group_pool[g]]; }
+  // Group g's pool, to set its blocks' node (BlockPool::set_node) in a
+  // loop with the pool looked up once (commit's lean loop); nothing else.
+  BlockPool& pool_for_nodes(uint32_t g) { return pools_[layout_.group_pool[g]]; }
   const BlockInfo& info(uint32_t g, uint32_t blk) const { return pool_of(g).info(blk); }
   const PageArena* arena() const { return arena_.get(); }
   const std::vector<std::unique_ptr<PoolMemory>>& memory() const { return memory_; }

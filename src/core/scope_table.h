@@ -19,6 +19,8 @@ class ScopeTable {
   // The id of `bytes` with one more reference, created if needed.
   uint32_t intern(const std::string& bytes);
   void ref(uint32_t id) { ++entries_[id].refs; }
+  // `n` references more (tree nodes linked together).
+  void ref(uint32_t id, uint32_t n) { entries_[id].refs += n; }
   // `n` references fewer (tree nodes leaving together).
   void unref(uint32_t id, uint32_t n = 1);
 

@@ -62,31 +62,16 @@ void Sequences::commit(uint64_t id, uint64_t num_computed) {
   const bool lean = !extras && layout_.windowed.empty() && !layout_.anchors.empty() &&
                     index_.events() == nullptr;
   while (s.published < end) {
+    if (lean && s.published > 0 && tree_.node(s.nodes[s.published - 1]).num_children == 0) {
+      commit_chain(s, first, end, now);
+      if (s.published == end) break;
+    }
     const uint64_t next = s.published + kAhead;
     if (next < end)
       tree_.prefetch_insert(block_hashes_[next - first], s.scope, s.token_at(next * T_)[0],
                             uint32_t(kAhead),
                             s.published == 0 ? kNoNode : s.nodes[s.published - 1]);
     if (s.published + kBlocksAhead < end) prefetch_blocks(s.published + kBlocksAhead);
-    if (lean && s.published > 0) {
-      const uint64_t b = s.published;
-      const uint32_t parent = s.nodes[b - 1];
-      if (tree_.node(parent).num_children == 0 && !tree_.full() &&
-          lead_group(s, b) != UINT32_MAX && holds_alone(s, b)) {
-        const BlockKey key{parent, s.scope, s.token_at(b * T_), T_, &kNoExtra,
-                           block_hashes_[b - first]};
-        // link_new_node() without its event (none here), written out: as a
-        // call it costs this row 5-10% (bench_core BM_Commit32KNew).
-        const uint32_t* blocks = position(s, b);
-        const uint32_t node = index_.insert(key, blocks);
-        for (uint32_t g = 0; g < G; ++g)
-          if (blocks[g] != kNoBlock) residency_.set_node(g, blocks[g], node);
-        eviction_.mark_published(node, s.priority_of_block(b, T_), now);
-        s.nodes[b] = node;
-        s.published = b + 1;
-        continue;
-      }
-    }
     if (!publish_full(s, s.published, extras ? block_extras_[s.published - first] : kNoExtra,
                       block_hashes_[s.published - first], now))
       break;
@@ -96,6 +81,68 @@ void Sequences::commit(uint64_t id, uint64_t num_computed) {
   // Write-through to the block stores: one call per commit (store_chain.h).
   if (stores_ != nullptr) stores_->committed(s, first, s.published);
   if (!layout_.windowed.empty()) release_out_of_window(s);
+}
+
+void Sequences::commit_chain(Sequence& s, uint64_t first, uint64_t end, uint64_t now) {
+  // Block b's parent is the node made for block b-1, childless (the caller
+  // checked the first; each later one was just made): no node to find, so
+  // each block is link_new_node's work alone (insert, the pool lines' node,
+  // the priority and publish time), inlined, while the tree has room and
+  // the sequence holds the block alone (else publish_full decides).
+  constexpr uint64_t kAhead = 8;        // inserts whose lines are fetched early
+  constexpr uint64_t kBlocksAhead = 16;  // pool lines fetched early
+  const uint32_t G = layout_.num_groups();
+  const uint64_t start = s.published;
+  const uint64_t stop = std::min<uint64_t>(end, start + tree_.num_free());
+  const uint32_t scope = s.scope;
+  uint32_t* const nodes = s.nodes.data();
+  const uint64_t* const hashes = block_hashes_.data() - first;
+  uint32_t parent = nodes[start - 1];
+  uint64_t b = start;
+  if (G == 1) {
+    // One group (its blocks' pool lines read and written through one pointer).
+    const uint32_t* const blocks = s.blocks[0].data();
+    BlockPool& pool = residency_.pool_for_nodes(0);
+    for (; b < stop; ++b) {
+      if (b + kAhead < end)
+        tree_.prefetch_insert(hashes[b + kAhead], scope, s.token_at((b + kAhead) * T_)[0],
+                              uint32_t(kAhead), parent);
+      if (b + kBlocksAhead < end) {
+        const uint32_t ahead = blocks[b + kBlocksAhead];
+        if (ahead != kNoBlock) pool.prefetch(ahead);
+      }
+      const uint32_t blk = blocks[b];
+      if (blk == kNoBlock) break;  // nothing to publish
+      const BlockInfo& info = pool.info(blk);
+      if (info.ref != 1 || info.node != kNoNode) break;  // not held alone
+      const uint32_t node = index_.insert_plain(parent, scope, s.token_at(b * T_), hashes[b], &blk,
+                                                s.priority_of_block(b, T_), now);
+      pool.set_node(blk, node);
+      nodes[b] = node;
+      parent = node;
+    }
+  } else {
+    for (; b < stop; ++b) {
+      if (b + kAhead < end)
+        tree_.prefetch_insert(hashes[b + kAhead], scope, s.token_at((b + kAhead) * T_)[0],
+                              uint32_t(kAhead), parent);
+      if (b + kBlocksAhead < end)
+        for (uint32_t g = 0; g < G; ++g) {
+          const uint32_t ahead = s.blocks[g][b + kBlocksAhead];
+          if (ahead != kNoBlock) __builtin_prefetch(&residency_.info(g, ahead), 1);
+        }
+      if (lead_group(s, b) == UINT32_MAX || !holds_alone(s, b)) break;
+      const uint32_t* blocks = position(s, b);
+      const uint32_t node = index_.insert_plain(parent, scope, s.token_at(b * T_), hashes[b],
+                                                blocks, s.priority_of_block(b, T_), now);
+      for (uint32_t g = 0; g < G; ++g)
+        if (blocks[g] != kNoBlock) residency_.set_node(g, blocks[g], node);
+      nodes[b] = node;
+      parent = node;
+    }
+  }
+  index_.ref_scope(scope, uint32_t(b - start));
+  s.published = b;
 }
 
 void Sequences::hash_blocks(const Sequence& s, uint64_t first, uint64_t end) {

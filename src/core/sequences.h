@@ -174,6 +174,11 @@ class Sequences {
   bool publish_full(Sequence& s, uint64_t b, const std::string& extra, uint64_t hash,
                     uint64_t now_ms);
   void publish_tail(Sequence& s);
+  // Publishes blocks from s.published on while each is a new node under
+  // the one before (which the caller found childless) that s holds alone,
+  // in a model without windowed groups, extra keys or events (commit's
+  // lean loop); stops at `end`, at a full tree or at the first other block.
+  void commit_chain(Sequence& s, uint64_t first, uint64_t end, uint64_t now);
   // A new node for s's block b under `key`, published at now_ms: its blocks
   // point to it.
   uint32_t link_new_node(Sequence& s, uint64_t b, const BlockKey& key, uint64_t now_ms);

@@ -10,14 +10,7 @@ namespace kvc {
 namespace xxh3_detail {
 namespace {
 
-static_assert(sizeof(XXH3_state_t) <= kStateBytes && alignof(XXH3_state_t) <= kStateAlign,
-              "XXH3_state_t does not fit Xxh3Stream's state");
-
-void reset(void* s) { XXH3_64bits_reset(static_cast<XXH3_state_t*>(s)); }
-void update(void* s, const void* data, size_t size) {
-  XXH3_64bits_update(static_cast<XXH3_state_t*>(s), data, size);
-}
-uint64_t digest(const void* s) { return XXH3_64bits_digest(static_cast<const XXH3_state_t*>(s)); }
+#include "core/xxh3_ops.inc"
 
 }  // namespace
 

@@ -3,12 +3,12 @@
 #include "store/redis_store.h"
 
 #include <algorithm>
-#include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <vector>
 
 #include "base/error.h"
+#include "base/hex.h"
 
 namespace kvc {
 
@@ -19,12 +19,6 @@ constexpr uint64_t kDefaultQueueBytes = uint64_t(64) << 20;
 // and 8 MiB on loopback, bench/results/2026-11-25-redis-tier-vm-2cpu.md).
 constexpr uint64_t kChunkBytes = uint64_t(4) << 20;
 constexpr size_t kMaxChunk = 256;
-
-std::string hex16(uint64_t v) {
-  char b[17];
-  std::snprintf(b, sizeof b, "%016" PRIx64, v);
-  return b;
-}
 
 }  // namespace
 

@@ -8,11 +8,12 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cinttypes>
 #include <cstdio>
 #include <cstring>
 
 #include "base/error.h"
+#include "base/hex.h"
+#include "base/small_buffer.h"
 #include "core/block_record.h"
 
 namespace kvc {
@@ -20,12 +21,6 @@ namespace kvc {
 namespace {
 
 constexpr size_t kMaxIov = IOV_MAX < 1024 ? IOV_MAX : 1024;
-
-std::string hex(uint64_t v, int digits) {
-  char b[24];
-  std::snprintf(b, sizeof b, "%0*" PRIx64, digits, v);
-  return b;
-}
 
 bool parse_hex(const char* s, size_t n, uint64_t* out) {
   uint64_t v = 0;
@@ -71,7 +66,7 @@ int transfer(bool write, int fd, iovec* iov, size_t n, uint64_t offset) {
 SlabFiles::SlabFiles(std::string dir, uint64_t fingerprint, size_t slot_bytes, uint64_t max_slots,
                      uint64_t slab_bytes)
     : dir_(std::move(dir)),
-      prefix_(hex(fingerprint, 16) + "-"),
+      prefix_(hex16(fingerprint) + "-"),
       slot_bytes_(slot_bytes),
       slots_per_slab_(std::max<uint64_t>(1, (slab_bytes != 0 ? slab_bytes : kSlabBytes) / slot_bytes)),
       max_slots_(max_slots) {
@@ -116,7 +111,7 @@ SlabFiles::~SlabFiles() {
 }
 
 std::string SlabFiles::path(uint64_t slab) const {
-  return dir_ + "/" + prefix_ + hex(slab, 4) + ".slab";
+  return dir_ + "/" + prefix_ + hex_digits(slab, 4) + ".slab";
 }
 
 void SlabFiles::scan(size_t head_bytes,
@@ -167,7 +162,7 @@ int SlabFiles::reserve(uint64_t slot) {
 int SlabFiles::write(uint64_t first, const unsigned char* const* records, size_t n) {
   const int fd = fd_of(first / slots_per_slab_);
   if (fd < 0) return EBADF;
-  std::vector<iovec> iov(n);
+  SmallBuffer<iovec, 16> iov(n);
   for (size_t i = 0; i < n; ++i) iov[i] = iovec{const_cast<unsigned char*>(records[i]), slot_bytes_};
   return transfer(true, fd, iov.data(), n, offset_of(first));
 }
@@ -177,15 +172,9 @@ int SlabFiles::read(uint64_t first, unsigned char* const* out, size_t n, uint64_
   const int fd = slab < num_slabs_ ? fd_of(slab) : -1;
   if (fd < 0) return EIO;
   if (sums == nullptr) {
-    iovec one[16];
-    std::vector<iovec> many;
-    iovec* iov = one;
-    if (n > 16) {
-      many.resize(n);
-      iov = many.data();
-    }
+    SmallBuffer<iovec, 16> iov(n);
     for (size_t i = 0; i < n; ++i) iov[i] = iovec{out[i], slot_bytes_};
-    return transfer(false, fd, iov, n, offset_of(first));
+    return transfer(false, fd, iov.data(), n, offset_of(first));
   }
   // Windows of the run's bytes [at, end): up to kHashWindow bytes and
   // kWindowIov pieces (a piece: the part of one record in the window).

@@ -517,6 +517,36 @@ TEST_F(ManagerTest, BlocksSharedWithAForkArePublishedOnceHeldAlone) {
   m().check_invariants();
 }
 
+// Commit's lean run (a new node under the one just made, block after
+// block) stops at the first block the sequence does not hold alone, and
+// publishes the rest once it does; with one group and with two.
+TEST_F(ManagerTest, ACommitRunStopsAtABlockSharedWithAForkAndGoesOnLater) {
+  for (const bool two_groups : {false, true}) {
+    CacheConfig c = small_config(32);
+    if (two_groups) {
+      c.num_layers = 4;
+      c.kv_heads = {2, 4, 2, 4};
+    }
+    make(c);
+    add(1, seq(0, 17));  // blocks 0-3 full, 4 holds token 16
+    commit(1, 4);        // block 0 (under the root)
+    EXPECT_EQ(m().sequence(1).published, 1u);
+    m().fork(1, 2);  // blocks 1-4 shared
+    commit(1, 12);
+    EXPECT_EQ(m().sequence(1).published, 1u);  // block 1 shared: the run stops there
+    EXPECT_EQ(stats().tree_nodes, 1u);
+    remove(2);
+    commit(1, 16);  // blocks 1-3, a run of new nodes
+    EXPECT_EQ(m().sequence(1).published, 4u);
+    EXPECT_EQ(stats().tree_nodes, 4u);
+    for (uint64_t b = 1; b < 4; ++b)
+      EXPECT_EQ(m().tree().node(m().sequence(1).nodes[b]).parent, m().sequence(1).nodes[b - 1]);
+    remove(1);
+    EXPECT_EQ(add(3, seq(0, 17)), 16u);
+    remove(3);
+  }
+}
+
 TEST_F(ManagerTest, DuplicateBlockIsNotCachedTwice) {
   make(small_config(16));
   const auto p = seq(0, 9);

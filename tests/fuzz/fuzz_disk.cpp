@@ -1,7 +1,7 @@
-// fuzz_disk.h: the store chain's counters and writer pause, reached through
-// the handle (the disk configuration links the library's static twin), and
-// the disk configuration's operations (flush, drain and reload, the writer
-// paused again after every call).
+// fuzz_disk.h: the store chain's pending writes and writer pause, reached
+// through the handle (the disk configuration links the library's static
+// twin), and the disk configuration's operations (flush, drain and reload,
+// the writer paused again after every call).
 #include "fuzz_disk.h"
 
 #include <cstdarg>
@@ -17,11 +17,11 @@
 
 namespace kvc_fuzz {
 
-bool g_deferred_this_input = false;
-
 namespace {
 kvc::StoreChain* chain(kvc_cache_t* cache) { return cache->impl->manager().stores(); }
 }  // namespace
+
+bool g_deferred_this_input = false;
 
 DiskCounters disk_counters(kvc_cache_t* cache) {
   DiskCounters d;
@@ -33,33 +33,33 @@ DiskCounters disk_counters(kvc_cache_t* cache) {
   return d;
 }
 
+bool disk_writes_pending(kvc_cache_t* cache) {
+  const kvc::StoreChain* s = chain(cache);
+  return s != nullptr && s->writes_pending();
+}
+
 void disk_pause_writer(kvc_cache_t* cache, bool paused) {
   if (kvc::StoreChain* s = chain(cache)) s->pause_writer(paused);
 }
 
-namespace {
-void trace(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-void trace(const char* fmt, ...) {
-  if (!g_trace) return;
-  va_list ap;
-  va_start(ap, fmt);
-  std::vfprintf(stdout, fmt, ap);
-  va_end(ap);
-}
-}  // namespace
-
-// After each call: the store chains' deferrals and waits feed the fuzzer
-// (an input that makes an eviction skip a pending block, or wait for one,
-// is kept), and in disk mode 2 the writer is paused again (a wait resumes
+// After each call: whether write jobs hold blocks now feeds the fuzzer per
+// mode and operation (an input whose later calls meet write-held blocks is
+// kept), and in disk mode 2 the writer is paused again (a settle resumes
 // it), so that the next commit's jobs stay pending (fuzz_disk.h).
 void Program::after_call_disk() {
   for (auto& owner : caches_) {
     for (CacheModel* m : {owner.get(), owner->twin.get()}) {
       if (m == nullptr || m->disk_dir.empty()) continue;
+      if (disk_writes_pending(m->cache)) {
+        ++g_count.disk_pending_calls;
+        feedback(kTierMoves, 37 + uint32_t(m->disk_mode), g_op);
+      }
+      // Deferred victims and waits for the writer (write jobs that an
+      // eviction or a leaving node met unfinished) feed the fuzzer too.
       const DiskCounters d = disk_counters(m->cache);
       if (d.deferrals != m->disk_seen_deferrals || d.write_waits != m->disk_seen_waits) {
-        feedback(kTierMoves, 37 + uint32_t(m->disk_mode), bucket(d.deferrals - m->disk_seen_deferrals));
-        feedback(kTierMoves, 40 + uint32_t(m->disk_mode), bucket(d.write_waits - m->disk_seen_waits));
+        feedback(kTierMoves, 40 + uint32_t(m->disk_mode), bucket(d.deferrals - m->disk_seen_deferrals));
+        feedback(kTierMoves, 43 + uint32_t(m->disk_mode), bucket(d.write_waits - m->disk_seen_waits));
         if (d.deferrals != m->disk_seen_deferrals) g_deferred_this_input = true;
         m->disk_seen_deferrals = d.deferrals;
         m->disk_seen_waits = d.write_waits;
@@ -98,8 +98,9 @@ void Program::drain_and_reload() {
 }
 
 // kvc_cache_flush_tiers: every write queued before it is done and taken
-// back (no job out), and nothing the snapshot shows changed but what the
-// shadow says.
+// back (no block held by a write job, nothing queued), and nothing the
+// snapshot shows changed but what the shadow says (write-held blocks
+// cached again).
 void Program::flush_tiers() {
   CacheModel& m = c();
   ++g_count.disk_flushes;
@@ -110,9 +111,7 @@ void Program::flush_tiers() {
   ok.allow(KVC_OK);
   m.call("kvc_cache_flush_tiers", ok, false, [&] { return kvc_cache_flush_tiers(m.cache); });
   trace("c%d flush_tiers() -> KVC_OK\n", m.index);
-  const DiskCounters d = disk_counters(m.cache);
-  if (d.jobs_out != 0)
-    finding("kvc_cache_flush_tiers left %llu write jobs out", (unsigned long long)d.jobs_out);
+  if (disk_writes_pending(m.cache)) finding("kvc_cache_flush_tiers left write jobs holding blocks");
   kvc_tier_stats_t t;
   kvc_tier_stats_init(&t);
   ++g_count.check_calls;
@@ -120,6 +119,9 @@ void Program::flush_tiers() {
     finding("kvc_cache_get_tier_stats of the disk tier: %s", kvc_last_error_message());
   if (t.queued_blocks != 0)
     finding("kvc_cache_flush_tiers left %llu writes queued", (unsigned long long)t.queued_blocks);
+  const DiskCounters d = disk_counters(m.cache);
+  if (d.jobs_out != 0)
+    finding("kvc_cache_flush_tiers left %llu write jobs out", (unsigned long long)d.jobs_out);
   m.settle();
 }
 

@@ -253,15 +253,20 @@ void report() {
                (unsigned long long)d.onboarded_blocks, (unsigned long long)d.rejected);
   std::fprintf(stderr,
                "kvcache_fuzz disk writer: inputs by mode %llu flushed before adds, %llu not, "
-               "%llu not and paused; %llu eviction victims deferred (write job pending), in "
-               "%llu inputs; %llu waits for a write job; %llu flush operations, %llu drains\n",
+               "%llu not and paused; %llu calls left write jobs holding blocks; %llu refused "
+               "calls gave write-held blocks back; %llu flush operations, %llu drains\n",
                (unsigned long long)g_count.disk_mode_inputs[0],
                (unsigned long long)g_count.disk_mode_inputs[1],
                (unsigned long long)g_count.disk_mode_inputs[2],
+               (unsigned long long)g_count.disk_pending_calls,
+               (unsigned long long)g_count.disk_released_on_failure,
+               (unsigned long long)g_count.disk_flushes, (unsigned long long)g_count.disk_drains);
+  std::fprintf(stderr,
+               "kvcache_fuzz disk jobs: %llu eviction victims deferred (write job pending) in %llu "
+               "inputs; %llu waits for a write job\n",
                (unsigned long long)g_count.disk_deferrals,
                (unsigned long long)g_count.disk_deferring_inputs,
-               (unsigned long long)g_count.disk_write_waits, (unsigned long long)g_count.disk_flushes,
-               (unsigned long long)g_count.disk_drains);
+               (unsigned long long)g_count.disk_write_waits);
 #endif
 #if KVC_FUZZ_STATEFUL
   std::fprintf(stderr,
@@ -315,7 +320,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // reproducer says it in a comment.
   const int disk_mode = std::min(2, (head >> 1) & 3);
   ++g_count.disk_mode_inputs[disk_mode];
-  g_deferred_this_input = false;
   emit_line("/* disk mode %d: %s */", disk_mode,
             disk_mode == 0 ? "kvc_cache_flush_tiers before every add and resize"
                            : disk_mode == 1 ? "no flush before adds"
@@ -324,12 +328,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     c->disk_mode = disk_mode;
     if (disk_mode == 2) disk_pause_writer(c->cache, true);
   }
+  g_deferred_this_input = false;
 #endif
   Program program(in, caches);
   program.run();
-#if KVC_FUZZ_DISK
-  if (g_deferred_this_input) ++g_count.disk_deferring_inputs;
-#endif
   emit_end();
   size_t orphan_cache = SIZE_MAX;
   ExportModel orphan = program.finish_transfers(&orphan_cache);
@@ -337,5 +339,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Program::drain(*caches[i], i == orphan_cache ? &orphan : nullptr);
   caches.clear();  // an orphan export outlives its cache, as the header allows
   if (orphan.handle != nullptr) Program::release_orphan(orphan);
+#if KVC_FUZZ_DISK
+  if (g_deferred_this_input) ++g_count.disk_deferring_inputs;
+#endif
   return 0;
 }

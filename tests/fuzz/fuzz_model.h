@@ -11,7 +11,9 @@
 //    (stats, every sequence and its block ids, every byte of the pools).
 #pragma once
 
+#include <cstdarg>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <set>
@@ -39,13 +41,15 @@ struct Counters {
   uint64_t disk_loads = 0;   // adds that loaded blocks from a disk tier
   uint64_t disk_blocks = 0;  // blocks they loaded (checked bit for bit)
   kvc_tier_stats_t disk{};   // the disk tiers' statistics, summed at destruction
-  // The disk configuration (fuzz_disk.h): inputs per disk mode, the store
-  // chains' deferred victims and waits for the writer (summed at
-  // destruction), the flush operations.
+  // The disk configuration (fuzz_disk.h): inputs per disk mode, calls
+  // after which write jobs held blocks, refused calls that gave write-held
+  // blocks back (in use -> cached), the flush and drain operations.
   uint64_t disk_mode_inputs[3] = {};
-  uint64_t disk_deferrals = 0, disk_write_waits = 0, disk_flushes = 0;
+  uint64_t disk_pending_calls = 0, disk_released_on_failure = 0, disk_flushes = 0;
   uint64_t disk_drains = 0;  // drain operations (every sequence removed, the tree reset)
-  uint64_t disk_deferring_inputs = 0;  // inputs with at least one deferral
+  // The store chains' deferred victims and waits for the writer (summed at
+  // destruction), and the inputs with at least one deferral.
+  uint64_t disk_deferrals = 0, disk_write_waits = 0, disk_deferring_inputs = 0;
   // Block transfer (fuzz_export.cpp, fuzz_import.cpp): outcomes of the
   // export and import operations, printed at exit.
   uint64_t exports_ok = 0, exports_refused = 0, exports_unsupported = 0, exports_released = 0;
@@ -58,6 +62,15 @@ struct Counters {
 extern Counters g_count;
 extern uint32_t g_op;  // the program's operation code, for feedback
 extern bool g_trace;  // KVC_FUZZ_TRACE: print every call of the program
+// Prints like printf when g_trace is on (the program's calls, for a reproducer).
+inline void trace(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+inline void trace(const char* fmt, ...) {
+  if (!g_trace) return;
+  va_list ap;
+  va_start(ap, fmt);
+  std::vfprintf(stdout, fmt, ap);
+  va_end(ap);
+}
 // The call being checked, for finding(): its name and cache (no allocation).
 extern const char* g_current;
 extern int g_current_cache;
@@ -153,9 +166,9 @@ class CacheModel {
   std::string disk_dir;
   // How the program treats the disk writer (fuzz_disk.h): 0 flushes before
   // every add, resize and import, 1 never, 2 never and pauses the writer
-  // after every call. disk_seen: the chain's counters after the last call.
+  // after every call.
   int disk_mode = 0;
-  uint64_t disk_seen_deferrals = 0, disk_seen_waits = 0;
+  uint64_t disk_seen_deferrals = 0, disk_seen_waits = 0;  // the chain's counters at the last call
   EventMirror mirror;
   // One pool, or pools split statically: a pool's free and cached blocks
   // tell exactly what a call can have (with shared pages they move).
@@ -210,6 +223,9 @@ class CacheModel {
   // free blocks / certainly exceed free + cached (static pools only).
   bool sets_fit_free(uint64_t sets) const;
   bool sets_exceed_all(uint64_t sets) const;
+  // Whether write-through jobs hold blocks now (in use until taken back:
+  // the disk configuration, fuzz_disk.h).
+  bool writes_hold_blocks() const;
 
   // After a successful kvc_cache_resize: the pools' and layers' sizes
   // again (their addresses must not have moved), and the next settle()
@@ -228,6 +244,7 @@ class CacheModel {
   void compare_row(const unsigned char* want, uint64_t pos, const std::vector<std::vector<int32_t>>& ids,
                    const char* whose, uint64_t id, const SeqModel* m) const;
   void unchanged(const Snapshot& now, const char* what) const;
+  bool took_back_writes(const Snapshot& now);
   void write_kv(const std::vector<uint64_t>& ids, const std::vector<uint64_t>& from,
                 bool small_buffer_first);
   void elem(unsigned char* out, uint64_t h, uint32_t layer, uint32_t kv, uint32_t head,

@@ -62,11 +62,11 @@ class Program {
   void describe_sequence();
   void block_ids();
   void describe_cache();
-  void reset_reuse();
+  void reset_reuse();  // these three: fuzz_cache_ops.cpp
   void resize();
-  void flush_tiers();   // the disk configuration: kvc_cache_flush_tiers (fuzz_disk.h)
-  void after_call_disk();  // the disk configuration: deferral feedback, the writer paused again
   void advance_clock(uint8_t f);
+  void flush_tiers();      // the disk configuration: kvc_cache_flush_tiers (fuzz_disk.cpp)
+  void after_call_disk();  // the disk configuration: pending-write feedback, the writer paused again
   void kernels();
   // Block transfer (fuzz_export.cpp, fuzz_import.cpp).
   void transfer(uint8_t f);
@@ -85,8 +85,9 @@ class Program {
   // can go wrong.
   std::vector<std::vector<int32_t>> recent_;
   size_t recent_next_ = 0;
-  // The disk configuration's drain operation: the prompt the next add
-  // takes instead of decoding one (the last prompt remembered, and a token).
+  // The disk configuration's drain operation (fuzz_disk.cpp): the prompt
+  // the next add takes instead of decoding one (the committed tokens of the
+  // sequence that had the most, and a token), and its options.
   std::vector<int32_t> forced_prompt_;
   std::shared_ptr<const Options> forced_opts_;  // and its options
   void drain_and_reload();

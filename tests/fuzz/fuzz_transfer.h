@@ -27,14 +27,6 @@ inline uint64_t keys_size_of(uint64_t blocks, uint32_t T) {
   return 64 + 4 * blocks * T + 8 * blocks + 8;  // key blob format version 2
 }
 
-inline void trace(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-inline void trace(const char* fmt, ...) {
-  if (!g_trace) return;
-  va_list ap;
-  va_start(ap, fmt);
-  std::vfprintf(stdout, fmt, ap);
-  va_end(ap);
-}
 
 }  // namespace transfer
 }  // namespace kvc_fuzz
