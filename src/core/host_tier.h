@@ -172,11 +172,24 @@ class HostTier final : public Tier {
       uint64_t age;
       uint64_t seq;  // order of addition: the later of equal keys goes after
     };
-    // The heap's order (the first entry on top): a after b.
+    // The heap's order (the first entry on top): key (p, age, seq) after
+    // key (q, age_q, seq_q). Taken field by field, so that the sifts
+    // compare with an entry that is not in the heap without building one.
+    static bool after(uint32_t p, uint64_t age, uint64_t seq, uint32_t q, uint64_t age_q,
+                      uint64_t seq_q) {
+      if (p != q) return p > q;
+      if (age != age_q) return age > age_q;
+      return seq > seq_q;
+    }
     static bool after(const Added& a, const Added& b) {
-      if (a.priority != b.priority) return a.priority > b.priority;
-      if (a.age != b.age) return a.age > b.age;
-      return a.seq > b.seq;
+      return after(a.priority, a.age, a.seq, b.priority, b.age, b.seq);
+    }
+    // Writes an entry field by field (no temporary: see Added).
+    static void put(Added& a, uint32_t priority, uint32_t node, uint64_t age, uint64_t seq) {
+      a.priority = priority;
+      a.node = node;
+      a.age = age;
+      a.seq = seq;
     }
     const EvictionPolicy* queue_ = nullptr;
     uint32_t priority_ = 0;     // the cursor's list

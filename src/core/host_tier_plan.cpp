@@ -71,17 +71,11 @@ void HostTier::PlanQueue::add(uint32_t node, uint32_t priority, uint64_t age) {
   while (i > 0) {  // sift up: parents after the new entry move down
     const size_t up = (i - 1) / 2;
     const Added& u = added_[up];
-    if (!(u.priority > priority ||
-          (u.priority == priority && (u.age > age || (u.age == age && u.seq > seq)))))
-      break;
+    if (!after(u.priority, u.age, u.seq, priority, age, seq)) break;
     added_[i] = u;
     i = up;
   }
-  Added& a = added_[i];
-  a.priority = priority;
-  a.node = node;
-  a.age = age;
-  a.seq = seq;
+  put(added_[i], priority, node, age, seq);
 }
 
 void HostTier::PlanQueue::pop_top() {
@@ -99,17 +93,11 @@ void HostTier::PlanQueue::pop_top() {
     if (c >= n) break;
     if (c + 1 < n && after(added_[c], added_[c + 1])) ++c;
     const Added& d = added_[c];
-    if (!(priority > d.priority ||
-          (priority == d.priority && (age > d.age || (age == d.age && seq > d.seq)))))
-      break;
+    if (!after(priority, age, seq, d.priority, d.age, d.seq)) break;
     added_[i] = d;
     i = c;
   }
-  Added& a = added_[i];
-  a.priority = priority;
-  a.node = node;
-  a.age = age;
-  a.seq = seq;
+  put(added_[i], priority, node, age, seq);
   added_.pop_back();
 }
 
