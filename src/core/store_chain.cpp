@@ -378,6 +378,9 @@ void StoreChain::count_holdings(Holdings&) const {
                                " or finished " + std::to_string(finished_) + " > submitted " +
                                std::to_string(submitted_));
   for (uint32_t n = 0; n < job_.size(); ++n) {
+    if (deferred_flag_[n] && job_[n] == 0)
+      fail(KVC_ERR_INTERNAL, "cache invariant broken: tree node " + std::to_string(n) +
+                                 " is deferred without a write job");
     if (job_[n] == 0) continue;
     const std::string who = "tree node " + std::to_string(n) + " (write job " +
                             std::to_string(job_[n]) + ")";

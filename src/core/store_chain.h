@@ -202,6 +202,14 @@ class StoreChain {
   // queues again those whose jobs are finished; false when none is
   // deferred.
   bool wait_deferred();
+  // The write-through stamps, per node (job_; nullptr without a writer):
+  // the prefix index refuses, in debug builds, to erase or rename a stamped
+  // node (PrefixIndex::set_write_stamps). The vector never reallocates.
+  const std::vector<uint64_t>* stamps() const { return job_.empty() ? nullptr : &job_; }
+  // The checker: node's write job (0: none), and whether the writer may
+  // still be reading it (asks the writer).
+  uint64_t stamp(uint32_t node) const { return node < job_.size() ? job_[node] : 0; }
+  bool stamp_live(uint32_t node) const { return stamp(node) > writer_->finished(); }
   // The checker: whether node is on the deferred list.
   bool deferred(uint32_t node) const { return node < deferred_flag_.size() && deferred_flag_[node]; }
   // Tests: how many times leaving() waited for the writer, and how many
