@@ -135,12 +135,13 @@ class PrefixIndex {
   void set_store_keys(StoreKeys* keys) { store_keys_ = keys; }
   // The write-through stamps (StoreChain::stamps(): per node, its write
   // job's number, 0 for none), or nullptr without a record writer; set
-  // once. Debug builds refuse (KVC_ERR_INTERNAL) to erase a stamped node or
-  // rename one of its blocks: every path that does must call
-  // StoreChain::leaving() first (the rule, store_chain.h), since the writer
-  // reads the node's record and blocks until its job is finished. Checked
-  // on the stamp, not on the writer's progress, so that a path that forgets
-  // leaving() fails even when the writer happened to be done.
+  // once. Debug, sanitizer and fuzz builds (KVC_CHECK_WRITE_STAMPS) refuse
+  // (KVC_ERR_INTERNAL) to erase a stamped node or rename one of its blocks:
+  // every path that does must call StoreChain::leaving() first (the rule,
+  // store_chain.h), since the writer reads the node's record and blocks
+  // until its job is finished. Checked on the stamp, not on the writer's
+  // progress, so that a path that forgets leaving() fails even when the
+  // writer happened to be done.
   void set_write_stamps(const std::vector<uint64_t>* stamps) { stamps_ = stamps; }
   // The state snapshots of a cache with state resources (snapshot_gate.h),
   // or nullptr; set once. With them, match() ends the reuse at the deepest
@@ -215,7 +216,7 @@ class PrefixIndex {
   StoreKeys* store_keys_ = nullptr;
   const std::vector<uint64_t>* stamps_ = nullptr;  // write-through stamps (set_write_stamps)
   void check_unstamped(uint32_t node, const char* what) const {
-#ifndef NDEBUG
+#if !defined(NDEBUG) || defined(KVC_CHECK_WRITE_STAMPS)
     if (stamps_ != nullptr && node < stamps_->size() && (*stamps_)[node] != 0)
       stamped_node_changed(node, what);
 #else

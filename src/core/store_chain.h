@@ -56,6 +56,54 @@
 //    are written; nodes loaded from a store are there already. Layouts with
 //    windowed groups, device pools (CUDA) and set_direct_access(false) use
 //    the eviction offload below instead.
+//    THE RULE, and every path it covers (audit of 2026-11-28). The writer
+//    reads a stamped node's record (tokens, block ids) and its blocks'
+//    bytes until its job is finished, so nothing may erase the node, rename
+//    or free one of its blocks, or write into them before leaving(node)
+//    (which waits for the job and clears the stamp). Debug, sanitizer and
+//    fuzz builds enforce it inline (PrefixIndex::erase and set_block refuse
+//    a stamped node) and in the checker (block_manager_check.cpp: a stamped
+//    node's blocks are its own and off the free list; count_holdings: it is
+//    live, primary, full). The paths:
+//     - Eviction::retire (evict_node: an add's or extend's alloc_block via
+//       evict_one, a host tier's victim it drops, a page move's
+//       empty_page/empty_range, a resize's make_room_below and cut, a
+//       reset's evict_all; evict_ahead: an add's victims taken ahead):
+//       leaving() before take_blocks and erase. A victim whose job is not
+//       finished is deferred first (anchor_victim), so retire rarely waits.
+//     - HostTier::offload_node (a host tier's move out of the primary
+//       tier): Eviction::before_move_out -> leaving() before drop_cached and
+//       set_block. The offload copy before it only reads the blocks.
+//     - The add's partial reuse in place (sequence_add.cpp): leaving() before
+//       the sequence takes the node's blocks over and the node is erased;
+//       copy on partial reuse only reads them.
+//     - A resize's move of cached blocks below the new end (pool_shrink.cpp,
+//       move_cached_below): the resize settle()s first (Cache::resize), and
+//       leaving() before each set_block. The copy writes only free blocks.
+//     - A reset (BlockManager::reset_reuse): settle() then evict_all, each
+//       victim through retire. set_write_through / set_direct_access /
+//       flush settle() too.
+//     - Destroy: ~StoreChain finishes the writer's accepted jobs first; it
+//       is BlockManager's last member (destroyed first) and the pools
+//       (RankPools) outlive the manager (Cache's members).
+//     - Not stamped, so outside the rule: host-tier nodes (HostTier's
+//       evict_node, drop_children, onboard_node, adopt: stamps are cleared
+//       when a node moves out, and a stamped node is primary); windowed
+//       slots (evict_window_slot, erase_if_unused, a rewind's or publish's
+//       windowed set_block: a layout with windowed groups has no writer);
+//       partial nodes (only full nodes are written).
+//     - Refused configurations: stores with more than one rank (tensor
+//       parallelism), with state resources, or on a stateful cache
+//       (cache_config.cpp, stateful_api.cpp), so no other rank's pool or
+//       state slot is involved.
+//     - Reads only: export holds (hold_node), fork, pins, imports (an add),
+//       event snapshots.
+//     - Writes into a published block by the caller (kvc_store_kv or
+//       kvc_copy_blocks to a block the tree holds) break the tree's reuse
+//       with or without a writer: a caller contract, not checked here; a
+//       rewound tail kept from the tree is copied before its next write.
+//     The tree's records never move (fixed capacity) and the pools' bases
+//     change only across a resize, which settles first.
 //  - Offload at eviction (the rest): a full node that leaves the tree by
 //    eviction from the lowest tree-resident tier (the host tier, or the
 //    primary one without it; also a primary node dropped for want of host
