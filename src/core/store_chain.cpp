@@ -113,7 +113,8 @@ void StoreChain::release_staging() noexcept {
 // Offload
 // ---------------------------------------------------------------------------
 
-void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end) {
+void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end,
+                           uint64_t chain_begin, uint64_t chain_end) {
   if (writer_ && writer_->room() < end - first) drain();
   sync_events();
   if (!write_through() || muted_ || !direct_ || end <= first) return;
@@ -150,10 +151,70 @@ void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end) {
   // overloaded writer costs the commit a check per block, no key or copy.
   size_t room = writer_->room();
   uint64_t no_room = 0;
+  const uint32_t* const nodes = s.nodes.data();
+  // The blocks whose first token is in the prompt (their priority the
+  // prompt's unless a retention range says otherwise), the rest decode's.
+  const uint64_t prompt_blocks = (s.prompt_len + T_ - 1) / T_;
   for (uint64_t b = first; b < end; ++b) {
+    if (b == chain_begin && chain_end > chain_begin) {
+      // The commit's chain: every node new, plain, full, primary, made of
+      // s's blocks in s's scope, the child of block b-1's node. Per stretch
+      // of one priority: one check, then the node ids appended.
+      if (s.scope != scope) {
+        scope = s.scope;
+        sk = keys_.scope_keys(index_.scope_bytes(scope));
+      }
+      for (uint64_t c = chain_begin; c < chain_end;) {
+        uint64_t stop = chain_end;
+        uint8_t priority;
+        if (c >= prompt_blocks) {
+          priority = s.decode_priority;
+        } else if (s.retention.empty()) {
+          priority = s.prompt_priority;
+          stop = std::min(stop, prompt_blocks);
+        } else {
+          priority = s.retention_of_block(c, T_).priority;
+          stop = c + 1;
+        }
+        if (priority < min_priority_) {
+          c = stop;
+          continue;
+        }
+#if !defined(NDEBUG) || defined(KVC_CHECK_WRITE_STAMPS)
+        for (uint64_t i = c; i < stop; ++i) {
+          const TreeNode& t = tree.node(nodes[i]);
+          bool own = t.live && t.num_tokens == T_ && t.tier == kPrimaryTier && t.extra.empty() &&
+                     t.scope == s.scope && t.parent == nodes[i - 1] && job_[nodes[i]] == 0;
+          for (uint32_t g = 0; g < G && own; ++g) own = tree.block(nodes[i], g) == s.blocks[g][i];
+          if (!own)
+            fail(KVC_ERR_INTERNAL, "cache invariant broken: block " + std::to_string(i) +
+                                       " of the commit's chain is not a new node of its own");
+        }
+#endif
+        const uint64_t take = std::min<uint64_t>(stop - c, room);
+        no_room += stop - c - take;
+        room -= size_t(take);
+        if (take > 0) {
+          if (run_.count > 0 && (last != nodes[c - 1] || run_scope != scope)) submit_run();
+          if (run_.count == 0) {
+            start_run(nodes[c - 1], sk);
+            run_scope = scope;
+          }
+          for (uint64_t i = 0; i < take; ++i) {
+            run_tickets_[run_.count + i] = nodes[c + i];
+            run_priorities_[run_.count + i] = priority;
+          }
+          run_.count += size_t(take);
+          last = nodes[c + take - 1];
+        }
+        c = stop;
+      }
+      b = chain_end - 1;
+      continue;
+    }
     const BlockRetention r = s.retention_of_block(b, T_);
     if (r.priority < min_priority_) continue;
-    const uint32_t node = s.nodes[b];
+    const uint32_t node = nodes[b];
     if (node == kNoNode || job_[node] != 0) continue;  // written (or queued) already
     const TreeNode& t = tree.node(node);
     if (t.num_tokens != T_ || t.tier != kPrimaryTier) continue;
@@ -177,15 +238,7 @@ void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end) {
     const bool extra = !t.extra.empty();
     if (run_.count > 0 && (extra || t.parent != last || t.scope != run_scope)) submit_run();
     if (run_.count == 0) {
-      // A new run: what its first block chains on. A parent whose own job
-      // is not drained yet (its key not memoized: the writer's) chains on
-      // that job's key.
-      run_.parent_ticket = RecordWrite::kNoTicket;
-      run_.parent = StoreKey{};
-      if (t.parent != RadixTree::kRoot && job_[t.parent] > drained_) run_.parent_ticket = t.parent;
-      else run_.parent = keys_.node_key(t.parent);  // memoized (the writer's), or made now
-      run_.scope_hash = sk.hash;
-      run_.scope_digest = sk.digest;
+      start_run(t.parent, sk);
       run_scope = t.scope;
     }
     const size_t i = run_.count;
@@ -216,6 +269,17 @@ void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end) {
   }
   submit_run();
   if (no_room > 0) writer_->count_dropped(no_room);
+}
+
+void StoreChain::start_run(uint32_t parent, const StoreKeys::ScopeKeys& sk) {
+  // What its first block chains on. A parent whose own job is not drained
+  // yet (its key not memoized: the writer's) chains on that job's key.
+  run_.parent_ticket = RecordWrite::kNoTicket;
+  run_.parent = StoreKey{};
+  if (parent != RadixTree::kRoot && job_[parent] > drained_) run_.parent_ticket = parent;
+  else run_.parent = keys_.node_key(parent);  // memoized (the writer's), or made now
+  run_.scope_hash = sk.hash;
+  run_.scope_digest = sk.digest;
 }
 
 void StoreChain::submit_run() {

@@ -206,8 +206,13 @@ class StoreChain {
   // The commit hook (one call per commit): s's blocks [first, end) are
   // published; queue a write of each new qualifying node (write-through),
   // one job per run of consecutive blocks. Drains done jobs first when the
-  // queue lacks room for them (drain()).
-  void committed(const Sequence& s, uint64_t first, uint64_t end);
+  // queue lacks room for them (drain()). Blocks [chain_begin, chain_end)
+  // (within [first, end), or empty) are new nodes the commit linked as a
+  // chain (Sequences::commit_chain: plain, full, primary, s's own blocks
+  // in s's scope, each the child of block b-1's node): taken per stretch
+  // of one priority, without a look at each node.
+  void committed(const Sequence& s, uint64_t first, uint64_t end, uint64_t chain_begin = 0,
+                 uint64_t chain_end = 0);
   // Takes back the write jobs done (cheap when none): frees their ring
   // entries and memoizes their keys. An add and a remove drain; a commit
   // only when the queue lacks room for its blocks (a decode loop that only
@@ -402,6 +407,9 @@ class StoreChain {
   NodeRecords node_records_;                     // where the writer reads a run's blocks
   std::vector<const unsigned char*> node_bases_;  // per group: its pool's block 0
   void submit_run();  // submits run_ (if any blocks), stamps what the writer took
+  // committed(): starts a run whose first block is a child of `parent`,
+  // in the scope whose keys are sk.
+  void start_run(uint32_t parent, const StoreKeys::ScopeKeys& sk);
   StoreKeys keys_;
   bool muted_ = false;
   // KV events: per store, the entries announced (hash -> priority), its tier.
