@@ -437,6 +437,12 @@ kvc_cache_t* serving_cache(const Shape& m, const std::string& disk) {
   CHECK_OK(kvc_config_set_tokens_per_block(c, 16));
   CHECK_OK(kvc_config_set_max_tokens(c, 1024 * 16));  // 1024 blocks
   if (!disk.empty()) CHECK_OK(kvc_config_set_disk_cache(c, disk.c_str(), uint64_t(1) << 40));
+  // Diagnosis (bench/results/2026-11-28-disk-serving-r4-vm-2cpu.md): with
+  // KVC_BENCH_OFFLOAD_MIN_PRIORITY=100 the tier is on but writes nothing (the
+  // prompts' priority, 35, is below it): what the tier costs a call without
+  // the writer's work.
+  if (const char* p = std::getenv("KVC_BENCH_OFFLOAD_MIN_PRIORITY"); p != nullptr && !disk.empty())
+    CHECK_OK(kvc_config_set_secondary_offload_min_priority(c, uint32_t(std::atoi(p))));
   kvc_cache_t* cache = nullptr;
   CHECK_OK(kvc_cache_create(c, &cache));
   kvc_config_destroy(c);
@@ -508,9 +514,10 @@ void measure(const ThreadCounter& counter, CallCost& cost, F call) {
 // full, each add evicts 32 cached blocks), each committed and removed; the
 // cost of every add, commit and remove (calls[0..2]) and of the three
 // together (calls[3]: the round's sum). The remove counts because the tier
-// moves work between the calls: without it a remove caches the sequence's
-// blocks; with it the blocks of jobs still queued are cached when the
-// writer is done with them, at a later call.
+// may move work between the calls: a remove caches the sequence's blocks
+// with or without it, but a block whose write job is not finished when
+// eviction reaches it is deferred and queued again by a later call's drain
+// (store_chain.h).
 constexpr int kCalls = 4;
 const char* const kCallNames[kCalls] = {"add", "commit", "remove", "round (sum)"};
 void serve(kvc_cache_t* cache, uint64_t first_seed, int rounds, CallCost* calls) {

@@ -79,6 +79,7 @@ BlockManager::BlockManager(const CacheConfig& config, const LayerGrouping& group
     stores_ = std::make_unique<StoreChain>(config, layout_, grouping, index_, ranks.device(0),
                                            ranks.pools(0), ranks.host_pools(0), std::move(stores));
     index_.set_store_keys(&stores_->keys());
+    index_.set_write_stamps(stores_->stamps());
     eviction_.set_stores(stores_.get());
     stores_->set_eviction(&eviction_);
     if (auto* host = dynamic_cast<HostTier*>(tier_.get())) host->set_stores(stores_.get());

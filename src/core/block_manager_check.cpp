@@ -56,6 +56,41 @@ void BlockManager::check_invariants() const {
     }
   }
 
+  // 1b. Write-through stamps (the rule, store_chain.h): the writer reads a
+  // stamped node's record and blocks until its job is finished, so every
+  // block a stamped node names must still be that node's, owned by its
+  // pool and off the free list (a block freed, moved or reused without
+  // StoreChain::leaving() first would be read, or overwritten, under the
+  // writer). count_holdings checked that a stamped node is live, primary
+  // and full; PrefixIndex::erase/set_block refuse a stamped node inline.
+  if (stores_ && stores_->stamps() != nullptr) {
+    std::vector<std::vector<uint8_t>> on_free(P);
+    for (uint32_t n = 1; n < tree_.id_bound(); ++n) {
+      const uint64_t job = stores_->stamp(n);
+      if (job == 0) continue;
+      const std::string who = "tree node " + std::to_string(n) + " (write job " +
+                              std::to_string(job) +
+                              (stores_->stamp_live(n) ? ", not finished)" : ", finished)");
+      for (uint32_t g = 0; g < G; ++g) {
+        const uint32_t id = tree_.block(n, g);
+        const uint32_t p = layout_.group_pool[g];
+        const BlockPool& bp = residency_.pool(p);
+        if (id == kNoBlock || id >= bp.id_bound() || !bp.owns(id))
+          broken(who + " names group " + std::to_string(g) + " block " + std::to_string(id) +
+                 ", not a block of pool " + std::to_string(p));
+        if (bp.info(id).node != n)
+          broken(who + " names " + blk(p, id) + " of group " + std::to_string(g) +
+                 ", which the pool gives to node " + std::to_string(bp.info(id).node) +
+                 " (freed, moved or reused while stamped)");
+        if (on_free[p].empty()) {
+          on_free[p].assign(bp.id_bound(), 0);
+          for (uint32_t f : bp.free_list()) on_free[p][f] = 1;
+        }
+        if (on_free[p][id]) broken(who + " names " + blk(p, id) + ", which is on the free list");
+      }
+    }
+  }
+
   // 2. Per pool: states, counts, free list, reference counts.
   residency_.check(h.refs, h.group_of);
 

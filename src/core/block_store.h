@@ -191,8 +191,9 @@ std::vector<std::unique_ptr<BlockStore>> open_block_stores(const StoreSettings& 
 // One block to write through to the stores (store_chain.h, write-through at
 // commit): what its key is made of, the priority sealed in its record, and
 // where its bytes are: parts[g] (part_bytes[g] bytes each, in group order)
-// are the pool blocks the core holds (a reference: nothing reuses them)
-// until the writer reports the job done. submit() copies the fields, the
+// are pool blocks that nothing frees or reuses until the job is finished
+// (finished(): the core waits for the job before such a block leaves the
+// tree, store_chain.h). submit() copies the fields, the
 // tokens and the pointers, not the bytes.
 //
 // The key (portable hash and SHA-256 chain digest, store_keys.h) is built
@@ -215,6 +216,22 @@ struct RecordWrite {
   const unsigned char* const* parts = nullptr;  // one per group
 };
 
+// Where the writer reads a run's tokens and block addresses itself
+// (RecordRun::nodes: the serving thread then hands it node ids only): the
+// tree's node records (radix_tree.h), node n's at records + n * stride, its
+// tokens the first tokens_per_block words, its group g block id the word at
+// blocks_at + g; that block's bytes at bases[g] + id * part_bytes[g]. The
+// core keeps a node's tokens, block ids and block bytes unchanged, and the
+// record and pools in place, until the node's job is finished
+// (StoreChain::leaving before a node leaves or moves; settle before a
+// resize), and writes them only before the run's publication.
+struct NodeRecords {
+  const uint32_t* records = nullptr;
+  uint32_t stride = 0;     // words per node record
+  uint32_t blocks_at = 0;  // word offset of the block ids in a record
+  const unsigned char* const* bases = nullptr;  // per group: its pool's block 0
+};
+
 // A run of blocks to write through, one job for the queue's bookkeeping
 // (submit_run): consecutive blocks of one prompt with one scope and no extra
 // keys, block i > 0 chaining on block i - 1. The first block chains on
@@ -233,6 +250,10 @@ struct RecordRun {
   const uint32_t* priorities = nullptr;  // count
   const int32_t* tokens = nullptr;       // count * tokens_per_block
   const unsigned char* const* parts = nullptr;  // count * groups
+  // Set: tickets are node ids, whose tokens and block addresses the writer
+  // reads from these records (tokens and parts are not read); submit_run()
+  // copies the records' place, not what they hold.
+  const NodeRecords* nodes = nullptr;
 };
 
 // A job the writer finished: keyed unless its parent's key was unknown to it
@@ -247,7 +268,7 @@ struct WriteDone {
 // every store, off the serving call (the core does no threads: it is
 // defined in src/store/record_writer.cpp). Rules:
 //  - submit() never waits: a full queue (max_jobs) refuses the job, counted
-//    in dropped(); the core then releases its reference at once.
+//    in dropped().
 //  - Each accepted job ends exactly once in take_done() (written, or dropped
 //    by a store), after which the writer no longer reads its parts.
 //  - flush() waits until every job submitted before it is done (its record
@@ -277,7 +298,22 @@ class RecordWriter {
   // order they were submitted; cheap when there are none (one atomic load).
   // A job's queue place is free again only once it was taken here.
   virtual void take_done(std::vector<WriteDone>& done) = 0;
+  // The same without a copy: the next jobs done, in place (one contiguous
+  // span of the queue, n of them, n = 0 when none; call again after the
+  // queue's wrap), valid until release_done(n) frees them (only then may a
+  // later submit reuse their places).
+  virtual size_t peek_done(const WriteDone** done) = 0;
+  virtual void release_done(size_t n) = 0;
   virtual void flush() = 0;
+  // Jobs finished so far (the first n accepted jobs, in submission order;
+  // one acquire load): a job numbered j (1 for the first accepted) no
+  // longer reads its parts once finished() >= j, even before take_done()
+  // hands it back. The core stamps each written block with its job's
+  // number and checks it here before a block leaves the tree (store_chain.h).
+  virtual uint64_t finished() const = 0;
+  // Waits until finished() >= n (n <= the jobs accepted): CPU work, never
+  // the stores' I/O, as flush(). A paused writer must be resumed first.
+  virtual void wait_finished(uint64_t n) = 0;
   virtual uint64_t dropped() const = 0;         // jobs refused: queue full
   virtual uint64_t accepted(size_t store) const = 0;  // puts store accepted
   virtual uint64_t queued() const = 0;          // jobs not done yet

@@ -195,7 +195,9 @@ bool Eviction::requeue_parent(uint32_t parent) {
 
 template <bool kTiers, class TakeBlocks>
 bool Eviction::retire(uint32_t node, PrefixIndex::ScopeRun& run, TakeBlocks&& take_blocks) {
-  policy_.remove(node);
+  // A write-through job may still read its blocks: they are freed below.
+  if (stores_ != nullptr) stores_->leaving(node);
+  if (policy_.contains(node)) policy_.remove(node);  // a deferred node is not queued
   if (!expiry_.empty()) expiry_.cancel(expiry_key(node, 0));
   take_blocks(node);
   const uint32_t parent = tree_.node(node).parent;
@@ -327,6 +329,7 @@ void Eviction::empty_range_linked(uint32_t pool, uint64_t from, uint64_t to) {
 }
 
 void Eviction::evict_one(uint32_t pool) {
+  if (layout_.pool_has_anchor[pool]) anchor_victim();  // victims whose writes are pending deferred
   const Victim v = next_victim(pool);
   if (v.node == kNoNode)  // have_blocks() rules this out
     fail(KVC_ERR_INTERNAL, "pool " + std::to_string(pool) + " has no block to evict");
@@ -356,7 +359,7 @@ void Eviction::evict_ahead(uint64_t count) {
   uint32_t warmed[kRing];  // far, the last kRing victims
   for (uint32_t& w : warmed) w = RadixTree::kRoot;
   const uint32_t ref_group = layout_.ref_group;
-  uint32_t v = policy_.victim();
+  uint32_t v = anchor_victim();
   uint32_t far = v == kNoNode ? RadixTree::kRoot : tree_.prefetch_erase_path(v, kLead);
   for (uint64_t i = 0; i < count; ++i) {
     if (v == kNoNode)  // have_blocks() rules this out
@@ -366,7 +369,8 @@ void Eviction::evict_ahead(uint64_t count) {
       const uint32_t* blocks = tree_.blocks(n);
       for (uint32_t g = 0; g < G; ++g) evicted_[i * G + g] = blocks[g];
     });
-    v = policy_.victim();
+    if (i + 1 == count) break;  // no victim more (anchor_victim may defer or wait)
+    v = anchor_victim();
     if (v == kNoNode) continue;
     if (!climbs || v != parent) {
       far = tree_.prefetch_erase_path(v, kLead);
@@ -448,11 +452,27 @@ void Eviction::evict_all() {
     counters_.groups[g].evicted_blocks = group_evicted[g];
 }
 
+void Eviction::requeue(uint32_t node) {
+  const TreeNode& t = tree_.node(node);
+  if (!t.live || t.tier != kPrimaryTier || policy_.contains(node)) return;
+  if (layout_.anchors.empty() || index_.node_ref(node) != 0 || !index_.primary_leaf(node)) return;
+  TreeNode& w = index_.node(node);
+  w.age = ++clock_;
+  policy_.push_newest(node, w.priority, w.age);
+}
+
 // ---------------------------------------------------------------------------
 // What tiers do to the queues
 // ---------------------------------------------------------------------------
 
+void Eviction::before_move_out(uint32_t node) {
+  if (stores_ != nullptr) stores_->leaving(node);
+}
+
 void Eviction::on_moved_out(uint32_t node, const uint32_t* slots) {
+  // Its primary blocks are free now (not reused before this returns): a
+  // write-through job still reading them is waited for.
+  if (stores_ != nullptr) stores_->leaving(node);
   if (policy_.contains(node)) policy_.remove(node);
   for (uint32_t g : layout_.windowed) {
     if (slots[g] == kNoBlock) continue;  // an evicted windowed slot stays empty

@@ -126,10 +126,16 @@ class Eviction final : public Residency::Reclaimer {
   void empty_range(uint32_t pool, uint64_t from, uint64_t to) override;
 
   // --- What tiers do to the queues ------------------------------------------
-  // An anchor victim moved to another tier: it leaves the anchor queue and
+  // An anchor victim moved to another tier (its primary blocks freed, none
+  // reused yet; a write-through job still reading them is waited for,
+  // StoreChain::leaving): it leaves the anchor queue and
   // its windowed slots' queues (the node's retention expiry stays); its
   // parent may become an evictable leaf. Call after the move.
   void on_moved_out(uint32_t node, const uint32_t* slots);
+  // `node` is about to move out of the primary tier (its block ids change
+  // before on_moved_out): waits for its write-through job, which reads the
+  // node's block ids from its record (StoreChain::leaving).
+  void before_move_out(uint32_t node);
   // A node of another tier is primary again with blocks[g] (kNoBlock: an
   // empty slot), all cached: it joins the queues; its parent has a primary
   // child again.
@@ -142,8 +148,13 @@ class Eviction final : public Residency::Reclaimer {
   bool queued(uint32_t node, uint32_t group) const { return queue(group).contains(node); }
   void undo_trial();
 
+  // A victim deferred by the stores (StoreChain::defer: its write job was
+  // not finished) whose job is finished: queued again as the newest of its
+  // priority if it is still a cached primary leaf and not queued.
+  void requeue(uint32_t node);
+
   // The checker (eviction_check.cpp): queues hold exactly the cached
-  // anchor leaves and the cached windowed slots, at their priority and in
+  // anchor leaves (but those the stores deferred) and the cached windowed slots, at their priority and in
   // age order; expiries wait exactly for cached entries, at their moment.
   void check() const;
 
@@ -157,12 +168,34 @@ class Eviction final : public Residency::Reclaimer {
     return group == kAnchor ? policy_ : window_policies_[uint32_t(layout_.window_slot[group])];
   }
   void on_cached(uint32_t node, BlockRetention r);
+  // The anchor queue's victim, after moving any victim whose write-through
+  // job is not finished to the stores' deferred list (kNoNode: none).
+  uint32_t anchor_victim() {
+    uint32_t v = policy_.victim();
+    // With a host tier its plan picks the victims (next_victim) and counts
+    // on the queue: a pending victim is moved after a wait there instead
+    // (on_moved_out -> StoreChain::leaving).
+    if (stores_ == nullptr || tier_->enabled()) return v;
+    for (;;) {
+      while (v != kNoNode && stores_->pending(v)) {
+        policy_.remove(v);
+        stores_->defer(v);
+        v = policy_.victim();
+      }
+      // Only deferred victims left: wait for the oldest one's job (CPU
+      // work, never I/O) rather than fail a call that would succeed
+      // without write-through.
+      if (v != kNoNode || !stores_->wait_deferred()) return v;
+      v = policy_.victim();
+    }
+  }
   void on_window_cached(uint32_t node, uint32_t g, BlockRetention r);
   // A cached parent left without primary children becomes evictable at its
   // age; whether it did. kTiers: children may live in other tiers.
   template <bool kTiers>
   bool requeue_parent(uint32_t parent);
-  // What every eviction of a whole node does: it leaves its queue and its
+  // What every eviction of a whole node does: a write-through job still
+  // reading its blocks is waited for (StoreChain::leaving), it leaves its queue and its
   // retention expiry, `take_blocks(node)` disposes of its blocks, it leaves
   // the tree (its scope reference dropped through `run`), and its parent
   // may become an evictable leaf (requeue_parent). Returns whether the

@@ -1,5 +1,6 @@
 // Eviction's part of the invariant checker: the anchor queue holds exactly
-// the cached primary leaves (no primary child) at their priority and age,
+// the cached primary leaves (no primary child) at their priority and age
+// but those deferred by the stores (a write-through job pending),
 // each windowed group's queue exactly its cached slots, every queue in age
 // order within a priority; a node in use has its parent in use; retention
 // expiries wait exactly for cached entries, at the moment their duration
@@ -60,9 +61,13 @@ void Eviction::check() const {
       broken(who + " is in use but its parent is not");
     // A leaf for primary eviction: no primary child (offloaded ones do not count).
     const bool evictable = ref0 == 0 && index_.primary_leaf(n);
-    if (evictable != policy_.contains(n))
+    // A cached leaf whose write-through job was pending when it was the
+    // victim waits on the stores' deferred list instead (StoreChain::defer).
+    const bool deferred = evictable && !policy_.contains(n) && stores_ != nullptr &&
+                          stores_->deferred(n);
+    if (evictable != policy_.contains(n) && !deferred)
       broken(who + (evictable ? " is a cached leaf but not queued" : " is queued but not evictable"));
-    if (evictable) {
+    if (evictable && !deferred) {
       ++queued;
       if (policy_.priority(n) != t.priority || policy_.age(n) != t.age)
         broken(who + " is queued with a stale priority or age");

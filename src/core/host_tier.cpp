@@ -207,6 +207,9 @@ void HostTier::release_blocks(const uint32_t* blocks) {
 }
 
 void HostTier::offload_node(uint32_t node, const uint32_t* host_blocks) {
+  // A write-through job still out reads the node's block ids from its
+  // record: it finishes before they name host blocks.
+  eviction_.before_move_out(node);
   TreeNode& t = index_.node(node);
   for (uint32_t g = 0; g < layout_.num_groups(); ++g) {
     if (host_blocks[g] == kNoBlock) continue;  // an evicted windowed slot stays empty

@@ -152,8 +152,14 @@ void BlockManager::move_cached_below(const std::vector<uint64_t>& pool_blocks,
     } catch (const Error&) {
       continue;  // nothing moved: the cut evicts these blocks
     }
-    for (size_t i = 0; i < srcs.size(); ++i)
-      index_.set_block(bp.info(srcs[i]).node, group_of[i], dsts[i]);
+    for (size_t i = 0; i < srcs.size(); ++i) {
+      const uint32_t node = bp.info(srcs[i]).node;
+      // A written node's block is renamed: its write job is finished (the
+      // resize settled the writer first), and leaving() clears its stamp
+      // (the rule, store_chain.h: nothing renames a stamped node).
+      if (stores_) stores_->leaving(node);
+      index_.set_block(node, group_of[i], dsts[i]);
+    }
     residency_.move_cached(p, moves);
   }
 }

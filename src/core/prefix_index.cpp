@@ -2,9 +2,18 @@
 
 #include <algorithm>
 
+#include "base/error.h"
 #include "core/key_builder.h"
 
 namespace kvc {
+
+void PrefixIndex::stamped_node_changed(uint32_t node, const char* what) const {
+  fail(KVC_ERR_INTERNAL, "cache invariant broken: tree node " + std::to_string(node) +
+                             " is " + what + " while stamped with write job " +
+                             std::to_string((*stamps_)[node]) +
+                             " (StoreChain::leaving() must come first: the record writer may "
+                             "still read its record and blocks)");
+}
 
 PrefixIndex::PrefixIndex(const CacheConfig& config, const GroupLayout& layout,
                          const Residency& residency, uint32_t max_nodes, bool track_children)

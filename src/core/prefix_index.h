@@ -81,6 +81,7 @@ class PrefixIndex {
   // Unlinks a leaf and drops its scope reference; with events on, the
   // blocks it held are REMOVED.
   void erase(uint32_t node) {
+    check_unstamped(node, "erased");
     if (events_ != nullptr) emit_removed(node);
     if (store_keys_ != nullptr) store_keys_->forget(node);
     if (gate_ != nullptr) gate_->dropped(node);
@@ -100,6 +101,7 @@ class PrefixIndex {
       run.scope = scope;
     }
     ++run.refs;
+    check_unstamped(node, "erased");
     if (events_ != nullptr) emit_removed(node);
     if (store_keys_ != nullptr) store_keys_->forget(node);
     if (gate_ != nullptr) gate_->dropped(node);
@@ -113,7 +115,10 @@ class PrefixIndex {
   // retention, tier), and the slots that change with evictions and moves.
   TreeNode& node(uint32_t n) { return tree_.node(n); }
   const TreeNode& node(uint32_t n) const { return tree_.node(n); }
-  void set_block(uint32_t n, uint32_t g, uint32_t blk) { tree_.set_block(n, g, blk); }
+  void set_block(uint32_t n, uint32_t g, uint32_t blk) {
+    check_unstamped(n, "given another block");
+    tree_.set_block(n, g, blk);
+  }
   uint32_t& holders(uint32_t n) { return tree_.holders(n); }
   // Children of `node` that live in another tier.
   uint32_t tier_children(uint32_t node) const { return tier_children_[node]; }
@@ -128,6 +133,16 @@ class PrefixIndex {
   // The block stores' node keys (store_keys.h), forgotten as nodes leave;
   // nullptr without stores; set once.
   void set_store_keys(StoreKeys* keys) { store_keys_ = keys; }
+  // The write-through stamps (StoreChain::stamps(): per node, its write
+  // job's number, 0 for none), or nullptr without a record writer; set
+  // once. Debug, sanitizer and fuzz builds (KVC_CHECK_WRITE_STAMPS) refuse
+  // (KVC_ERR_INTERNAL) to erase a stamped node or rename one of its blocks:
+  // every path that does must call StoreChain::leaving() first (the rule,
+  // store_chain.h), since the writer reads the node's record and blocks
+  // until its job is finished. Checked on the stamp, not on the writer's
+  // progress, so that a path that forgets leaving() fails even when the
+  // writer happened to be done.
+  void set_write_stamps(const std::vector<uint64_t>* stamps) { stamps_ = stamps; }
   // The state snapshots of a cache with state resources (snapshot_gate.h),
   // or nullptr; set once. With them, match() ends the reuse at the deepest
   // full block whose node has a snapshot (windows permitting) and matches
@@ -199,6 +214,17 @@ class PrefixIndex {
   std::vector<uint32_t> tier_children_;  // per node
   EventLog* events_ = nullptr;
   StoreKeys* store_keys_ = nullptr;
+  const std::vector<uint64_t>* stamps_ = nullptr;  // write-through stamps (set_write_stamps)
+  void check_unstamped(uint32_t node, const char* what) const {
+#if !defined(NDEBUG) || defined(KVC_CHECK_WRITE_STAMPS)
+    if (stamps_ != nullptr && node < stamps_->size() && (*stamps_)[node] != 0)
+      stamped_node_changed(node, what);
+#else
+    (void)node;
+    (void)what;
+#endif
+  }
+  [[noreturn]] void stamped_node_changed(uint32_t node, const char* what) const;
   SnapshotGate* gate_ = nullptr;
   // Lookup scratch (lookups change nothing, so they may run in const calls).
   mutable std::string extra_scratch_;

@@ -252,6 +252,13 @@ class RadixTree {
   uint32_t size() const { return size_; }  // nodes besides the root
   uint32_t max_nodes() const { return uint32_t(nodes_.size() - 1); }
   uint32_t id_bound() const { return uint32_t(nodes_.size()); }
+  // The node records' place: node n's at record_words() + n *
+  // record_stride(), its tokens first, its group g block id at word
+  // record_blocks_at() + g (the record writer reads a written node's there:
+  // block_store.h, NodeRecords). Fixed for the tree's life.
+  const uint32_t* record_words() const { return records_.data(); }
+  uint32_t record_stride() const { return stride_; }
+  uint32_t record_blocks_at() const { return blocks_at_; }
   bool full() const { return free_.empty(); }
   uint32_t tokens_per_block() const { return tokens_per_block_; }
   uint32_t num_groups() const { return num_groups_; }

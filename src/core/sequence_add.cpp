@@ -200,7 +200,10 @@ void Sequences::apply_add(Sequence& s, Reservation& r, const AddPlan& plan, void
   if (partial) {
     if (m.in_place) {
       // Copy on partial reuse is off and nothing else uses the block: the
-      // sequence takes it over, and it leaves the tree.
+      // sequence takes it over (and writes its rows past the match), and it
+      // leaves the tree. A write-through job still reading it is waited for
+      // first (StoreChain::leaving; the node is not held by its job).
+      if (stores_ != nullptr) stores_->leaving(m.partial);
       const uint32_t parent = tree_.node(m.partial).parent;
       for (uint32_t g = 0; g < G; ++g) {
         const uint32_t blk = tree_.block(m.partial, g);

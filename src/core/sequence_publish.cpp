@@ -61,9 +61,18 @@ void Sequences::commit(uint64_t id, uint64_t num_computed) {
   // branches (any block that is not such a case takes publish_full).
   const bool lean = !extras && layout_.windowed.empty() && !layout_.anchors.empty() &&
                     index_.events() == nullptr;
+  // The first stretch commit_chain linked (new plain nodes of this
+  // sequence's blocks, each the child of the one before): the write-through
+  // takes it without looking at each node (StoreChain::committed).
+  uint64_t chain_begin = 0, chain_end = 0;
   while (s.published < end) {
     if (lean && s.published > 0 && tree_.node(s.nodes[s.published - 1]).num_children == 0) {
+      const uint64_t from = s.published;
       commit_chain(s, first, end, now);
+      if (chain_end == chain_begin) {
+        chain_begin = from;
+        chain_end = s.published;
+      }
       if (s.published == end) break;
     }
     const uint64_t next = s.published + kAhead;
@@ -79,7 +88,7 @@ void Sequences::commit(uint64_t id, uint64_t num_computed) {
   }
   s.committed = committed;
   // Write-through to the block stores: one call per commit (store_chain.h).
-  if (stores_ != nullptr) stores_->committed(s, first, s.published);
+  if (stores_ != nullptr) stores_->committed(s, first, s.published, chain_begin, chain_end);
   if (!layout_.windowed.empty()) release_out_of_window(s);
 }
 

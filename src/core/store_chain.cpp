@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/error.h"
 #include "core/event_log.h"
 #include "core/eviction.h"
 #include "core/prefix_index.h"
@@ -77,7 +78,12 @@ StoreChain::StoreChain(const CacheConfig& config, const GroupLayout& layout,
   // pools (the CPU backend), and no windowed groups (whose slots a commit
   // may release at once).
   windowed_ = !layout.windowed.empty();
-  if (host_pools_ && !windowed_ && !stores_.empty()) {
+  // The writer finds a block at its pool's base + id * the group's block
+  // bytes (NodeRecords): so every pool's stride must be those bytes.
+  bool strides_match = true;
+  for (uint32_t g = 0; g < layout.num_groups(); ++g)
+    strides_match = strides_match && memory[layout.group_pool[g]]->block_bytes() == group_bytes_[g];
+  if (host_pools_ && !windowed_ && !stores_.empty() && strides_match) {
     std::vector<BlockStore*> raw;
     for (auto& st : stores_) raw.push_back(st.get());
     uint64_t sets = UINT64_MAX;  // block sets: the smallest pool's blocks
@@ -85,9 +91,8 @@ StoreChain::StoreChain(const CacheConfig& config, const GroupLayout& layout,
     const size_t jobs = size_t(std::min<uint64_t>(kMaxWriteJobs, std::max<uint64_t>(16, sets / 4)));
     writer_ = open_record_writer(layout_, group_bytes_, std::move(raw), jobs,
                                  config.event_hash_seed);
-    hold_count_.assign(index.tree().id_bound(), 0);
-    own_.assign(index.tree().id_bound(), 0);
-    held_retention_.resize(index.tree().id_bound());
+    job_.assign(index.tree().id_bound(), 0);
+    deferred_flag_.assign(index.tree().id_bound(), 0);
   }
 }
 
@@ -108,7 +113,8 @@ void StoreChain::release_staging() noexcept {
 // Offload
 // ---------------------------------------------------------------------------
 
-void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end) {
+void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end,
+                           uint64_t chain_begin, uint64_t chain_end) {
   if (writer_ && writer_->room() < end - first) drain();
   sync_events();
   if (!write_through() || muted_ || !direct_ || end <= first) return;
@@ -116,15 +122,27 @@ void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end) {
   const uint32_t G = layout_groups_.num_groups();
   // One job per run of consecutive new blocks (one scope, no extra keys:
   // a block with extra keys is a job of its own): the writer's ring takes a
-  // run with one header and one publication, each block costing the copy
-  // of its tokens and block addresses here and its hold.
+  // run with one header and one publication, each block costing its node
+  // id and priority and its job stamp here (no hold, no copy of its tokens
+  // or block addresses).
   const size_t n = size_t(end - first);
   if (run_tickets_.size() < n) {
     run_tickets_.resize(n);
     run_priorities_.resize(n);
-    run_tokens_.resize(n * T_);
-    run_parts_.resize(n * G);
+    run_tokens_.resize(T_);  // an extra-key block's, copied (a job of its own)
+    run_parts_.resize(G);
+    node_bases_.resize(G);
   }
+  // The writer reads each run block's tokens and block addresses from its
+  // tree record (NodeRecords): the commit hands it node ids and priorities
+  // only. The records and the pools stay in place while jobs are out
+  // (settle() before a resize), and a written node's record words and
+  // blocks do not change until leaving() saw its job finished.
+  node_records_.records = tree.record_words();
+  node_records_.stride = tree.record_stride();
+  node_records_.blocks_at = tree.record_blocks_at();
+  for (uint32_t g = 0; g < G; ++g) node_bases_[g] = memory_[layout_groups_.group_pool[g]]->block(0);
+  node_records_.bases = node_bases_.data();
   run_ = RecordRun{};
   uint32_t scope = UINT32_MAX;
   StoreKeys::ScopeKeys sk;
@@ -133,11 +151,71 @@ void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end) {
   // overloaded writer costs the commit a check per block, no key or copy.
   size_t room = writer_->room();
   uint64_t no_room = 0;
+  const uint32_t* const nodes = s.nodes.data();
+  // The blocks whose first token is in the prompt (their priority the
+  // prompt's unless a retention range says otherwise), the rest decode's.
+  const uint64_t prompt_blocks = (s.prompt_len + T_ - 1) / T_;
   for (uint64_t b = first; b < end; ++b) {
+    if (b == chain_begin && chain_end > chain_begin) {
+      // The commit's chain: every node new, plain, full, primary, made of
+      // s's blocks in s's scope, the child of block b-1's node. Per stretch
+      // of one priority: one check, then the node ids appended.
+      if (s.scope != scope) {
+        scope = s.scope;
+        sk = keys_.scope_keys(index_.scope_bytes(scope));
+      }
+      for (uint64_t c = chain_begin; c < chain_end;) {
+        uint64_t stop = chain_end;
+        uint8_t priority;
+        if (c >= prompt_blocks) {
+          priority = s.decode_priority;
+        } else if (s.retention.empty()) {
+          priority = s.prompt_priority;
+          stop = std::min(stop, prompt_blocks);
+        } else {
+          priority = s.retention_of_block(c, T_).priority;
+          stop = c + 1;
+        }
+        if (priority < min_priority_) {
+          c = stop;
+          continue;
+        }
+#if !defined(NDEBUG) || defined(KVC_CHECK_WRITE_STAMPS)
+        for (uint64_t i = c; i < stop; ++i) {
+          const TreeNode& t = tree.node(nodes[i]);
+          bool own = t.live && t.num_tokens == T_ && t.tier == kPrimaryTier && t.extra.empty() &&
+                     t.scope == s.scope && t.parent == nodes[i - 1] && job_[nodes[i]] == 0;
+          for (uint32_t g = 0; g < G && own; ++g) own = tree.block(nodes[i], g) == s.blocks[g][i];
+          if (!own)
+            fail(KVC_ERR_INTERNAL, "cache invariant broken: block " + std::to_string(i) +
+                                       " of the commit's chain is not a new node of its own");
+        }
+#endif
+        const uint64_t take = std::min<uint64_t>(stop - c, room);
+        no_room += stop - c - take;
+        room -= size_t(take);
+        if (take > 0) {
+          if (run_.count > 0 && (last != nodes[c - 1] || run_scope != scope)) submit_run();
+          if (run_.count == 0) {
+            start_run(nodes[c - 1], sk);
+            run_scope = scope;
+          }
+          for (uint64_t i = 0; i < take; ++i) {
+            run_tickets_[run_.count + i] = nodes[c + i];
+            run_priorities_[run_.count + i] = priority;
+          }
+          run_.count += size_t(take);
+          last = nodes[c + take - 1];
+        }
+        c = stop;
+      }
+      b = chain_end - 1;
+      continue;
+    }
     const BlockRetention r = s.retention_of_block(b, T_);
     if (r.priority < min_priority_) continue;
-    const uint32_t node = s.nodes[b];
-    if (node == kNoNode || own_[node]) continue;
+    const uint32_t node = nodes[b];
+    if (node == kNoNode || job_[node] != 0) continue;  // written (or queued) already
     const TreeNode& t = tree.node(node);
     if (t.num_tokens != T_ || t.tier != kPrimaryTier) continue;
     // Only a node made of this sequence's blocks is new (a node found under
@@ -160,28 +238,19 @@ void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end) {
     const bool extra = !t.extra.empty();
     if (run_.count > 0 && (extra || t.parent != last || t.scope != run_scope)) submit_run();
     if (run_.count == 0) {
-      // A new run: what its first block chains on. A parent whose own job
-      // is still out chains on that job's key.
-      run_.parent_ticket = RecordWrite::kNoTicket;
-      run_.parent = StoreKey{};
-      if (own_[t.parent]) run_.parent_ticket = t.parent;
-      else run_.parent = keys_.node_key(t.parent);  // memoized (the writer's), or made now
-      run_.scope_hash = sk.hash;
-      run_.scope_digest = sk.digest;
+      start_run(t.parent, sk);
       run_scope = t.scope;
     }
     const size_t i = run_.count;
-    const unsigned char** parts = &run_parts_[i * G];
-    for (uint32_t g = 0; g < G; ++g)
-      parts[g] = memory_[layout_groups_.group_pool[g]]->block(tree.block(node, g));
-    std::memcpy(&run_tokens_[i * T_], tree.tokens(node), T_ * sizeof(int32_t));
     run_tickets_[i] = node;
     run_priorities_[i] = r.priority;
     ++run_.count;
-    own_[node] = 1;  // the next block's parent, if it is this one
-    held_retention_[node] = r;
     last = node;
-    if (extra) {  // a job of its own, with its extra keys
+    if (extra) {  // a job of its own, with its extra keys, its tokens and addresses copied
+      const unsigned char** parts = run_parts_.data();
+      for (uint32_t g = 0; g < G; ++g)
+        parts[g] = memory_[layout_groups_.group_pool[g]]->block(tree.block(node, g));
+      std::memcpy(run_tokens_.data(), tree.tokens(node), T_ * sizeof(int32_t));
       const StoreKeys::ScopeKeys ek = keys_.extra_keys(t.extra);
       RecordWrite w;
       w.ticket = node;
@@ -194,8 +263,7 @@ void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end) {
       w.priority = r.priority;
       w.tokens = &run_tokens_[0];
       w.parts = parts;
-      if (writer_->submit(&w, 1) == 1) acquire(node);
-      else own_[node] = 0;
+      if (writer_->submit(&w, 1) == 1) job_[node] = ++submitted_;
       run_.count = 0;
     }
   }
@@ -203,49 +271,74 @@ void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end) {
   if (no_room > 0) writer_->count_dropped(no_room);
 }
 
+void StoreChain::start_run(uint32_t parent, const StoreKeys::ScopeKeys& sk) {
+  // What its first block chains on. A parent whose own job is not drained
+  // yet (its key not memoized: the writer's) chains on that job's key.
+  run_.parent_ticket = RecordWrite::kNoTicket;
+  run_.parent = StoreKey{};
+  if (parent != RadixTree::kRoot && job_[parent] > drained_) run_.parent_ticket = parent;
+  else run_.parent = keys_.node_key(parent);  // memoized (the writer's), or made now
+  run_.scope_hash = sk.hash;
+  run_.scope_digest = sk.digest;
+}
+
 void StoreChain::submit_run() {
   if (run_.count == 0) return;
   run_.tickets = run_tickets_.data();
   run_.priorities = run_priorities_.data();
-  run_.tokens = run_tokens_.data();
-  run_.parts = run_parts_.data();
+  run_.nodes = &node_records_;  // tokens and addresses: the writer reads the records
   // No lock: the run goes into the writer's ring (a prefix of it, the rest
   // dropped and counted by the writer: none here, as room() said), so no job
   // taken chains on a dropped one.
   const size_t took = writer_->submit_run(run_);
-  for (size_t i = 0; i < run_.count; ++i) {
-    if (i < took) acquire(uint32_t(run_tickets_[i]));
-    else own_[run_tickets_[i]] = 0;
-  }
+  // Each block taken is stamped with its job's number (the writer numbers
+  // accepted jobs consecutively): one store per block, no reference.
+  for (size_t i = 0; i < took; ++i) job_[run_tickets_[i]] = submitted_ + i + 1;
+  submitted_ += took;
   run_.count = 0;
 }
 
-// A node in use keeps its parent in use (the tree's rule: eviction takes
-// cached leaves only, and a page move evicts whole cached subtrees): a hold
-// counts the node's own job plus its held children, and the first hold of
-// a node holds its parent too. Walks up only to the first node held
-// already (the common case: the commit before's still pending) or the root.
-void StoreChain::acquire(uint32_t node) {
-  for (uint32_t n = node; n != RadixTree::kRoot; n = index_.tree().node(n).parent) {
-    if (hold_count_[n]++ > 0) return;
-    ++held_count_;
-    eviction_->hold_node(n);  // nothing evicts or reuses the blocks meanwhile
+void StoreChain::requeue_deferred() {
+  if (deferred_.front().first > finished_) finished_ = writer_->finished();
+  while (!deferred_.empty() && deferred_.front().first <= finished_) {
+    const auto [job, n] = deferred_.front();
+    std::pop_heap(deferred_.begin(), deferred_.end(), std::greater<>());
+    deferred_.pop_back();
+    // Stale unless the node is still stamped with the job (it may have left
+    // by a page move, its id reused since): requeue() queues only a cached
+    // primary leaf that is not queued.
+    if (job_[n] != job || !deferred_flag_[n]) continue;
+    deferred_flag_[n] = 0;
+    eviction_->requeue(n);
   }
 }
 
-void StoreChain::release(uint32_t node) {
-  for (uint32_t n = node; n != RadixTree::kRoot;) {
-    if (--hold_count_[n] > 0) return;
-    --held_count_;
-    const TreeNode& t = index_.tree().node(n);
-    const uint32_t parent = t.parent;
-    // Cached now if its sequences are gone: at the retention its sequence
-    // gives it (a node with a job of its own), or the one it has.
-    const BlockRetention r = own_[n] ? held_retention_[n] : BlockRetention{t.priority, t.duration_ms};
-    own_[n] = 0;
-    eviction_->release_node(n, r);
-    n = parent;
+bool StoreChain::wait_deferred() {
+  if (deferred_.empty()) return false;
+  const uint64_t oldest = deferred_.front().first;
+  if (oldest > writer_->finished()) {
+    ++write_waits_;
+    if (paused_) pause_writer(false);
+    writer_->wait_finished(oldest);
   }
+  finished_ = writer_->finished();
+  requeue_deferred();
+  return true;
+}
+
+void StoreChain::leave_slow(uint32_t node) {
+  const uint64_t job = job_[node];
+  job_[node] = 0;  // its done entry, if not drained yet, memoizes nothing
+  deferred_flag_[node] = 0;  // nor does a deferred entry of it
+  if (job <= finished_) return;
+  finished_ = writer_->finished();
+  if (job <= finished_) return;
+  // Not finished: the worker may be copying the blocks out. Wait for it
+  // (CPU work; the writer is resumed if a test paused it).
+  ++write_waits_;
+  if (paused_) pause_writer(false);
+  writer_->wait_finished(job);
+  finished_ = writer_->finished();
 }
 
 void StoreChain::set_events(EventLog* log) {
@@ -312,13 +405,22 @@ void StoreChain::snapshot(std::vector<kvc_snapshot_entry_t>& out) const {
 
 void StoreChain::drain() {
   if (!writer_) return;
-  writer_->take_done(done_);
-  for (const WriteDone& d : done_) {
-    const uint32_t node = uint32_t(d.ticket);
-    if (d.keyed && !keys_.known(node)) keys_.remember(node, d.key);  // held: still the same node
-    release(node);
+  // Done entries come in submission order: the i-th is job drained_ + i + 1.
+  // A node stamped with another job (or none) left the tree since (its id
+  // may name another node now): its key is not memoized. Read in place in
+  // the writer's queue (no copy), then freed.
+  const WriteDone* done = nullptr;
+  for (size_t n; (n = writer_->peek_done(&done)) > 0;) {
+    for (size_t i = 0; i < n; ++i) {
+      const WriteDone& d = done[i];
+      const uint32_t node = uint32_t(d.ticket);
+      const uint64_t job = ++drained_;
+      if (d.keyed && job_[node] == job && !keys_.known(node)) keys_.remember(node, d.key);
+    }
+    writer_->release_done(n);
   }
-  done_.clear();
+  if (drained_ > finished_) finished_ = drained_;  // a drained job is finished
+  if (!deferred_.empty()) requeue_deferred();
 }
 
 void StoreChain::settle() {
@@ -328,18 +430,35 @@ void StoreChain::settle() {
   drain();
 }
 
-void StoreChain::count_holdings(Holdings& h) const {
+void StoreChain::count_holdings(Holdings&) const {
+  // Queued writes hold no block (leaving() waits for them instead): nothing
+  // to count. Their stamps: every stamped node is live, in the primary tier
+  // and full (a node leaves only through leaving(), which clears it), and
+  // stamped with a job the writer accepted.
   if (!writer_) return;
   const RadixTree& tree = index_.tree();
-  for (uint32_t n = 0; n < hold_count_.size(); ++n) {
-    if (hold_count_[n] == 0) continue;
-    for (uint32_t g = 0; g < layout_groups_.num_groups(); ++g) {
-      const uint32_t blk = tree.block(n, g);
-      const uint32_t p = layout_groups_.group_pool[g];
-      if (blk == kNoBlock || blk >= h.refs[p].size()) continue;
-      ++h.refs[p][blk];
-      h.group_of[p][blk] = g;
-    }
+  if (drained_ > submitted_ || finished_ > submitted_)
+    fail(KVC_ERR_INTERNAL, "cache invariant broken: write jobs drained " + std::to_string(drained_) +
+                               " or finished " + std::to_string(finished_) + " > submitted " +
+                               std::to_string(submitted_));
+  for (uint32_t n = 0; n < job_.size(); ++n) {
+    if (deferred_flag_[n] && job_[n] == 0)
+      fail(KVC_ERR_INTERNAL, "cache invariant broken: tree node " + std::to_string(n) +
+                                 " is deferred without a write job");
+    if (job_[n] == 0) continue;
+    const std::string who = "tree node " + std::to_string(n) + " (write job " +
+                            std::to_string(job_[n]) + ")";
+    if (job_[n] > submitted_)
+      fail(KVC_ERR_INTERNAL, "cache invariant broken: " + who + " was never submitted");
+    if (n == RadixTree::kRoot || !tree.node(n).live)
+      fail(KVC_ERR_INTERNAL, "cache invariant broken: " + who + " is stamped but not live");
+    if (tree.node(n).tier != kPrimaryTier || tree.node(n).num_tokens != T_)
+      fail(KVC_ERR_INTERNAL,
+           "cache invariant broken: " + who + " is stamped but not a full primary node");
+    for (uint32_t g = 0; g < layout_groups_.num_groups(); ++g)
+      if (tree.block(n, g) == kNoBlock)
+        fail(KVC_ERR_INTERNAL, "cache invariant broken: " + who + " lacks its group " +
+                                   std::to_string(g) + " block");
   }
 }
 

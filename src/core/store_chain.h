@@ -9,22 +9,41 @@
 //    key chains on (the parent's key, or the parent's job when that is still
 //    out; the scope's digests), tokens, priority and its blocks' addresses;
 //    the writer makes the key (portable hash and SHA-256 chain digest) and
-//    hands it back to be memoized per node. Plus one reference on each of its
-//    blocks (Eviction::hold_node), so that nothing can evict or reuse them
-//    while the worker copies them out, seals the record and puts it into
-//    every store. A node held keeps its parent held too (the tree's rule
-//    that a node in use has its parent in use), walking up to the first
-//    node held already: usually one step. The blocks of one commit that
-//    follow one another go as one run (RecordRun: one header and one
-//    publication in the ring, per block its tokens and addresses). Done jobs
-//    come back through the writer's ring, which the core drains at its next
-//    add, remove, commit short of room or flush (settle()), releasing the references with the retention
-//    the block's sequence gives it. An
-//    add or extend short of blocks while jobs hold some waits for the
-//    writer (settle: CPU copies, never I/O) and plans again, rather than
-//    refuse a call that would succeed without write-through.
+//    hands it back to be memoized per node. No reference is taken: each
+//    node written is stamped with its job's number (job_), and the writer
+//    publishes how many jobs it finished (RecordWriter::finished, monotone,
+//    in submission order). A block whose job is not finished is cached and
+//    queued for eviction like any other (its sequence releases it as
+//    without the tiers). Eviction skips it: a victim whose job is not
+//    finished leaves the queue for the deferred list (defer(); Eviction's
+//    evict_ahead and evict_one), and a drain queues it again, as the newest
+//    of its priority, once its job is finished (what a hold's release did).
+//    Every path that takes a node out of the primary tree calls
+//    leaving(node) first (Eviction::retire: evict_node, evict_ahead, page
+//    moves, evict_all; Eviction::on_moved_out: a host-tier offload), which
+//    waits for the writer if the job is still not finished (a page move or
+//    a host tier's victim: they do not skip; CPU copies, never I/O) and
+//    clears the stamp. A resize and a reset settle() first. So nothing
+//    frees or reuses a block while the worker copies it out, and a commit's
+//    cost per block written is its copies and its stamp, not a hold; the
+//    jobs whose blocks reach the queue's head before the writer is done
+//    cost a defer and a requeue.
+//    The blocks of one commit that follow one another go as one run
+//    (RecordRun: one header and one publication in the ring, per block its
+//    node id and priority): the writer reads each block's tokens and block
+//    ids from the node's tree record (NodeRecords) and its bytes from the
+//    pools, which is safe because the stamp keeps all three unchanged until
+//    the job is finished: the record's words are written at insert, before
+//    the run's publication, and changed again only after leaving() (erase,
+//    a host-tier move: HostTier::offload_node calls it before it renames
+//    the node's blocks) or a settle() (a resize). Done jobs come back
+//    through the writer's ring, which the core drains at its next add,
+//    remove, commit short of room or flush (settle()): a drain reads them
+//    in place (peek_done), memoizes each job's key for its node if the node
+//    is still the one stamped, and frees the ring's entries.
 //    Why at commit: the serving call then does no hashing, copy, checksum
-//    or queue copy (only the job, into the writer's ring without a lock), an eviction of a stored block does nothing per block, and a
+//    or queue copy (only the job, into the writer's ring without a lock),
+//    an eviction of a stored block does nothing per block, and a
 //    remote store shares the block while this engine still caches it.
 //    Rules: a block qualifies when the priority its sequence releases it
 //    with (Sequence::retention_of_block, known at commit: prompt, range and
@@ -37,6 +56,54 @@
 //    are written; nodes loaded from a store are there already. Layouts with
 //    windowed groups, device pools (CUDA) and set_direct_access(false) use
 //    the eviction offload below instead.
+//    THE RULE, and every path it covers (audit of 2026-11-28). The writer
+//    reads a stamped node's record (tokens, block ids) and its blocks'
+//    bytes until its job is finished, so nothing may erase the node, rename
+//    or free one of its blocks, or write into them before leaving(node)
+//    (which waits for the job and clears the stamp). Debug, sanitizer and
+//    fuzz builds enforce it inline (PrefixIndex::erase and set_block refuse
+//    a stamped node) and in the checker (block_manager_check.cpp: a stamped
+//    node's blocks are its own and off the free list; count_holdings: it is
+//    live, primary, full). The paths:
+//     - Eviction::retire (evict_node: an add's or extend's alloc_block via
+//       evict_one, a host tier's victim it drops, a page move's
+//       empty_page/empty_range, a resize's make_room_below and cut, a
+//       reset's evict_all; evict_ahead: an add's victims taken ahead):
+//       leaving() before take_blocks and erase. A victim whose job is not
+//       finished is deferred first (anchor_victim), so retire rarely waits.
+//     - HostTier::offload_node (a host tier's move out of the primary
+//       tier): Eviction::before_move_out -> leaving() before drop_cached and
+//       set_block. The offload copy before it only reads the blocks.
+//     - The add's partial reuse in place (sequence_add.cpp): leaving() before
+//       the sequence takes the node's blocks over and the node is erased;
+//       copy on partial reuse only reads them.
+//     - A resize's move of cached blocks below the new end (pool_shrink.cpp,
+//       move_cached_below): the resize settle()s first (Cache::resize), and
+//       leaving() before each set_block. The copy writes only free blocks.
+//     - A reset (BlockManager::reset_reuse): settle() then evict_all, each
+//       victim through retire. set_write_through / set_direct_access /
+//       flush settle() too.
+//     - Destroy: ~StoreChain finishes the writer's accepted jobs first; it
+//       is BlockManager's last member (destroyed first) and the pools
+//       (RankPools) outlive the manager (Cache's members).
+//     - Not stamped, so outside the rule: host-tier nodes (HostTier's
+//       evict_node, drop_children, onboard_node, adopt: stamps are cleared
+//       when a node moves out, and a stamped node is primary); windowed
+//       slots (evict_window_slot, erase_if_unused, a rewind's or publish's
+//       windowed set_block: a layout with windowed groups has no writer);
+//       partial nodes (only full nodes are written).
+//     - Refused configurations: stores with more than one rank (tensor
+//       parallelism), with state resources, or on a stateful cache
+//       (cache_config.cpp, stateful_api.cpp), so no other rank's pool or
+//       state slot is involved.
+//     - Reads only: export holds (hold_node), fork, pins, imports (an add),
+//       event snapshots.
+//     - Writes into a published block by the caller (kvc_store_kv or
+//       kvc_copy_blocks to a block the tree holds) break the tree's reuse
+//       with or without a writer: a caller contract, not checked here; a
+//       rewound tail kept from the tree is copied before its next write.
+//     The tree's records never move (fixed capacity) and the pools' bases
+//     change only across a resize, which settles first.
 //  - Offload at eviction (the rest): a full node that leaves the tree by
 //    eviction from the lowest tree-resident tier (the host tier, or the
 //    primary one without it; also a primary node dropped for want of host
@@ -71,8 +138,11 @@
 // (set_direct_access(false) makes tests take the staging path there too).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <utility>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -124,7 +194,8 @@ class StoreChain {
   size_t size() const { return stores_.size(); }
   BlockStore& store(size_t i) { return *stores_[i]; }
 
-  // The owner of block references (holds while a write is queued).
+  // The eviction the chain belongs to: a drain queues the deferred victims
+  // whose jobs finished there again (Eviction::requeue).
   void set_eviction(Eviction* eviction) { eviction_ = eviction; }
 
   // --- Offload ---------------------------------------------------------------
@@ -135,23 +206,78 @@ class StoreChain {
   // The commit hook (one call per commit): s's blocks [first, end) are
   // published; queue a write of each new qualifying node (write-through),
   // one job per run of consecutive blocks. Drains done jobs first when the
-  // queue lacks room for them (drain()).
-  void committed(const Sequence& s, uint64_t first, uint64_t end);
-  // Releases the references of the write jobs done (cheap when none). An
-  // add and a remove drain; a commit only when the queue lacks room for its
-  // blocks (a decode loop that only commits still frees the queue), so that
-  // a commit's own cost is its jobs. (Bounded batches per call were
-  // measured and moved the releases into the add: see
-  // bench/results/2026-11-28-disk-serving-r2-vm-2cpu.md.)
+  // queue lacks room for them (drain()). Blocks [chain_begin, chain_end)
+  // (within [first, end), or empty) are new nodes the commit linked as a
+  // chain (Sequences::commit_chain: plain, full, primary, s's own blocks
+  // in s's scope, each the child of block b-1's node): taken per stretch
+  // of one priority, without a look at each node.
+  void committed(const Sequence& s, uint64_t first, uint64_t end, uint64_t chain_begin = 0,
+                 uint64_t chain_end = 0);
+  // Takes back the write jobs done (cheap when none): frees their ring
+  // entries and memoizes their keys. An add and a remove drain; a commit
+  // only when the queue lacks room for its blocks (a decode loop that only
+  // commits still frees the queue).
   void drain();
-  // Waits for every queued write and releases every reference (a reset, a
-  // flush, tests).
+  // Waits for every queued write and drains (a reset, a resize, a flush,
+  // tests).
   void settle();
+  // `node` is about to leave the primary tree (evicted, or moved to the
+  // host tier): its blocks may be freed and reused once this returns. Waits
+  // for its write job if that is not finished yet (leave_slow), and forgets
+  // the job (a drain then memoizes no key for a later node of that id). A
+  // load and a compare unless the writer must be asked.
+  void leaving(uint32_t node) {
+    if (node >= job_.size() || job_[node] == 0) return;
+    if (job_[node] <= finished_) {  // finished when last looked
+      job_[node] = 0;
+      deferred_flag_[node] = 0;  // a deferred entry of it is stale now
+    } else {
+      leave_slow(node);
+    }
+  }
+  // Whether node's write job is not finished (asks the writer only when
+  // the last count read says not finished).
+  bool pending(uint32_t node) {
+    if (node >= job_.size() || job_[node] <= finished_) return false;
+    finished_ = writer_->finished();
+    return job_[node] > finished_;
+  }
+  // Eviction: `node`, a cached leaf whose job is pending, left the queue; a
+  // drain queues it again once the job is finished (Eviction::requeue).
+  void defer(uint32_t node) {
+    if (deferred_flag_[node]) return;
+    deferred_flag_[node] = 1;
+    deferred_.emplace_back(job_[node], node);
+    std::push_heap(deferred_.begin(), deferred_.end(), std::greater<>());
+    ++deferrals_;
+  }
+  // Nothing else to evict: waits for the oldest deferred victim's job and
+  // queues again those whose jobs are finished; false when none is
+  // deferred.
+  bool wait_deferred();
+  // The write-through stamps, per node (job_; nullptr without a writer):
+  // the prefix index refuses, in debug builds, to erase or rename a stamped
+  // node (PrefixIndex::set_write_stamps). The vector never reallocates.
+  const std::vector<uint64_t>* stamps() const { return job_.empty() ? nullptr : &job_; }
+  // The checker: node's write job (0: none), and whether the writer may
+  // still be reading it (asks the writer).
+  uint64_t stamp(uint32_t node) const { return node < job_.size() ? job_[node] : 0; }
+  bool stamp_live(uint32_t node) const { return stamp(node) > writer_->finished(); }
+  // The checker: whether node is on the deferred list.
+  bool deferred(uint32_t node) const { return node < deferred_flag_.size() && deferred_flag_[node]; }
+  // Tests: how many times leaving() waited for the writer, and how many
+  // victims were deferred.
+  uint64_t write_waits() const { return write_waits_; }
+  uint64_t deferrals() const { return deferrals_; }
+  // Jobs submitted and not yet drained.
+  uint64_t jobs_out() const { return submitted_ - drained_; }
   // Whether offer() does anything (not while writing through at commit):
   // without, eviction may take its fast path (Eviction::can_evict_ahead).
   bool offers_at_eviction() const { return !(write_through() && direct_); }
-  // Write jobs hold blocks now (an add or extend short of blocks settles).
-  bool writes_pending() const { return held_count_ > 0; }
+  // Whether write jobs hold blocks that a settle() would give back (an add
+  // or extend short of blocks settles then): never, since a job holds no
+  // reference (leaving() waits for it instead). Kept for those callers.
+  bool writes_pending() const { return false; }
   bool write_through() const { return writer_ != nullptr && write_through_; }
   // Tests: false makes a CPU cache offload at eviction as a device cache
   // does; a paused writer takes no job (deterministic races).
@@ -164,7 +290,9 @@ class StoreChain {
     if (writer_) writer_->set_paused(paused);
     paused_ = paused && writer_ != nullptr;
   }
-  // The checker: the references the queued writes hold.
+  // The checker: queued writes hold no references; checks the stamps
+  // instead (every stamped node is live, primary and full, its job one
+  // submitted). Throws Error(KVC_ERR_INTERNAL).
   void count_holdings(Holdings& h) const;
   // While muted (a reset) nothing is offered.
   void set_muted(bool muted) { muted_ = muted; }
@@ -230,8 +358,8 @@ class StoreChain {
   void copy_out(uint32_t node, bool primary, unsigned char* payload);
   void release_staging() noexcept;
   void sync_events_slow();
-  void acquire(uint32_t node);  // a hold on node (and its path, up to one held already)
-  void release(uint32_t node);
+  void leave_slow(uint32_t node);
+  void requeue_deferred();  // the deferred victims whose jobs are finished go back into the queue
   unsigned char* staged(uint64_t i) const { return staging_ + i * layout_.record_bytes(); }
 
   const GroupLayout& layout_groups_;
@@ -253,19 +381,35 @@ class StoreChain {
   bool write_through_ = true;
   bool paused_ = false;                   // tests: pause_writer
   bool windowed_ = false;                 // a layout with windowed groups: no write-through
-  std::vector<uint32_t> hold_count_;      // per node: its pending job + its held children
-  std::vector<uint8_t> own_;              // per node: held for a job of its own
-  uint64_t held_count_ = 0;               // nodes held
-  std::vector<BlockRetention> held_retention_;  // per node: what its sequence releases it with
-  std::vector<WriteDone> done_;           // scratch: done writes (ticket = node, key)
+  // Per node: the number of its write job (1 for the first job the writer
+  // accepted), 0 for none; cleared when the node leaves (leaving()). A job
+  // j is finished once the writer's finished() >= j (finished_ caches the
+  // last value read) and drained once drained_ >= j (its key then
+  // memoized, if its node is still stamped with it).
+  std::vector<uint64_t> job_;
+  uint64_t submitted_ = 0;                // jobs the writer accepted
+  uint64_t drained_ = 0;                  // jobs taken back (take_done)
+  uint64_t finished_ = 0;                 // the writer's finished(), as last read
+  uint64_t write_waits_ = 0;              // leaving() calls that waited
+  uint64_t deferrals_ = 0;                // victims deferred
+  // Victims out of the queue until their job is finished: a min-heap of
+  // (job, node), so that a drain looks only at the jobs finished (an entry
+  // whose node is no longer stamped with its job is stale and dropped).
+  std::vector<std::pair<uint64_t, uint32_t>> deferred_;
+  std::vector<uint8_t> deferred_flag_;    // per node: deferred with its current job
   // Scratch: the run of blocks a commit is building (RecordRun), its
   // blocks' tickets, priorities, tokens and addresses.
   RecordRun run_;
   std::vector<uint64_t> run_tickets_;
   std::vector<uint32_t> run_priorities_;
-  std::vector<int32_t> run_tokens_;
-  std::vector<const unsigned char*> run_parts_;
-  void submit_run();  // submits run_ (if any blocks), holds what the writer took
+  std::vector<int32_t> run_tokens_;             // an extra-key block's (submit)
+  std::vector<const unsigned char*> run_parts_;  // its block addresses
+  NodeRecords node_records_;                     // where the writer reads a run's blocks
+  std::vector<const unsigned char*> node_bases_;  // per group: its pool's block 0
+  void submit_run();  // submits run_ (if any blocks), stamps what the writer took
+  // committed(): starts a run whose first block is a child of `parent`,
+  // in the scope whose keys are sk.
+  void start_run(uint32_t parent, const StoreKeys::ScopeKeys& sk);
   StoreKeys keys_;
   bool muted_ = false;
   // KV events: per store, the entries announced (hash -> priority), its tier.

@@ -35,9 +35,12 @@ ThreadedRecordWriter::ThreadedRecordWriter(const RecordLayout& layout,
       hasher_(hash_seed),
       record_(new unsigned char[layout.record_bytes()]),
       ring_(max_jobs == 0 ? 1 : max_jobs),
+      done_(ring_.size()),
       tokens_(ring_.size() * layout.tokens_per_block),
       parts_(ring_.size() * part_bytes_.size()),
       runs_(ring_.size()),
+      run_bases_(ring_.size() * part_bytes_.size()),
+      bases_(part_bytes_.size()),
       accepted_(new std::atomic<uint64_t>[stores_.size()]) {
   for (size_t s = 0; s < stores_.size(); ++s) accepted_[s].store(0, std::memory_order_relaxed);
   recent_cap_ = 2 * ring_.size() + 16;
@@ -83,6 +86,7 @@ size_t ThreadedRecordWriter::submit(const RecordWrite* jobs, size_t n) {
     h.scope_digest = j.scope_digest;
     h.extra_hash = j.extra_hash;
     h.extra_digest = j.extra_digest;
+    h.records = nullptr;
     Entry& e = ring_[(tail + i) % cap];
     e.ticket = j.ticket;
     e.priority = j.priority;
@@ -108,14 +112,26 @@ size_t ThreadedRecordWriter::submit_run(const RecordRun& run) {
   h.scope_digest = run.scope_digest;
   h.extra_hash = 0;
   h.extra_digest = ChainDigest{};
+  h.records = nullptr;
   for (size_t i = 0; i < took; ++i) {
     Entry& e = ring_[(tail + i) % cap];
     e.ticket = run.tickets[i];
     e.priority = run.priorities[i];
     e.starts_run = i == 0;
   }
-  copy_into_ring(tokens_.data(), cap, T, tail, run.tokens, took);
-  copy_into_ring(parts_.data(), cap, G, tail, run.parts, took);
+  if (run.nodes != nullptr) {
+    // The worker reads tokens and block addresses from the node records:
+    // the run's header names them (and the pools' bases), its entries the
+    // node ids only.
+    h.records = run.nodes->records;
+    h.stride = run.nodes->stride;
+    h.blocks_at = run.nodes->blocks_at;
+    std::copy(run.nodes->bases, run.nodes->bases + G,
+              run_bases_.begin() + ptrdiff_t(((runs_submitted_ - 1) % runs_.size()) * G));
+  } else {
+    copy_into_ring(tokens_.data(), cap, T, tail, run.tokens, took);
+    copy_into_ring(parts_.data(), cap, G, tail, run.parts, took);
+  }
   publish(tail, took);
   return took;
 }
@@ -125,10 +141,14 @@ void ThreadedRecordWriter::publish(uint64_t tail, size_t took) {
   // load of tail_ (one of the two sees the other). A worker awake finds the
   // jobs itself; one polling finds them within kPoll unless the ring is
   // half full.
+  // written_ (the worker's line, written at every job) is read only when
+  // the worker polls: an awake worker, the common case of a writer that is
+  // behind, costs no load of that line here.
   tail_.store(tail + took, std::memory_order_seq_cst);
   const int sleep = sleep_.load(std::memory_order_seq_cst);
-  const uint64_t pending = tail + took - written_.load(std::memory_order_relaxed);
-  if (sleep == kDeep || (sleep == kPolling && 2 * pending >= ring_.size())) {
+  if (sleep == kDeep ||
+      (sleep == kPolling &&
+       2 * (tail + took - written_.load(std::memory_order_relaxed)) >= ring_.size())) {
     std::lock_guard<std::mutex> lock(mu_);  // the worker is waiting or about to
     work_cv_.notify_one();
   }
@@ -136,15 +156,24 @@ void ThreadedRecordWriter::publish(uint64_t tail, size_t took) {
 
 void ThreadedRecordWriter::take_done(std::vector<WriteDone>& done) {
   const uint64_t written = written_.load(std::memory_order_acquire);
-  for (; head_ < written; ++head_) done.push_back(ring_[head_ % ring_.size()].done);
+  for (; head_ < written; ++head_) done.push_back(done_[head_ % ring_.size()]);
 }
 
-void ThreadedRecordWriter::flush() {
+size_t ThreadedRecordWriter::peek_done(const WriteDone** done) {
+  const uint64_t written = written_.load(std::memory_order_acquire);
+  const size_t at = size_t(head_ % ring_.size());
+  *done = done_.data() + at;
+  return size_t(std::min<uint64_t>(written - head_, ring_.size() - at));
+}
+
+void ThreadedRecordWriter::flush() { wait_finished(tail_.load(std::memory_order_relaxed)); }
+
+void ThreadedRecordWriter::wait_finished(uint64_t n) {
+  if (written_.load(std::memory_order_acquire) >= n) return;
   std::unique_lock<std::mutex> lock(mu_);
   flushing_.store(true, std::memory_order_seq_cst);
   work_cv_.notify_one();
-  const uint64_t tail = tail_.load(std::memory_order_relaxed);
-  done_cv_.wait(lock, [&] { return written_.load(std::memory_order_seq_cst) >= tail; });
+  done_cv_.wait(lock, [&] { return written_.load(std::memory_order_seq_cst) >= n; });
   flushing_.store(false, std::memory_order_relaxed);
 }
 
@@ -171,7 +200,13 @@ bool ThreadedRecordWriter::key_of(uint64_t at, StoreKey& key) {
   const Entry& e = ring_[at % ring_.size()];
   const StoreKey* parent = &last_key_;
   if (e.starts_run) {
-    run_ = runs_[runs_taken_++ % runs_.size()];
+    const size_t slot = size_t(runs_taken_++ % runs_.size());
+    run_ = runs_[slot];
+    if (run_.records != nullptr) {
+      const size_t G = part_bytes_.size();
+      std::copy(run_bases_.begin() + ptrdiff_t(slot * G),
+                run_bases_.begin() + ptrdiff_t((slot + 1) * G), bases_.begin());
+    }
     parent = &run_.parent;
     if (run_.parent_ticket != RecordWrite::kNoTicket) {
       const auto it = recent_.find(run_.parent_ticket);
@@ -183,7 +218,7 @@ bool ThreadedRecordWriter::key_of(uint64_t at, StoreKey& key) {
   last_keyed_ = parent != nullptr;
   if (!last_keyed_) return false;
   const uint32_t T = layout_.tokens_per_block;
-  const int32_t* tokens = tokens_.data() + size_t(at % ring_.size()) * T;
+  const int32_t* tokens = tokens_of(at);
   key.hash = hasher_.block(parent->hash, run_.scope_hash, run_.extra_hash, tokens, T);
   key.digest = block_chain_digest(parent->digest, run_.scope_digest, run_.extra_digest, tokens, T);
   remember(e.ticket, key);
@@ -191,19 +226,32 @@ bool ThreadedRecordWriter::key_of(uint64_t at, StoreKey& key) {
   return true;
 }
 
+const int32_t* ThreadedRecordWriter::tokens_of(uint64_t at) const {
+  const size_t i = size_t(at % ring_.size());
+  if (run_.records == nullptr) return tokens_.data() + i * layout_.tokens_per_block;
+  // A node record begins with its tokens (radix_tree.h).
+  return reinterpret_cast<const int32_t*>(run_.records + ring_[i].ticket * run_.stride);
+}
+
+const unsigned char* ThreadedRecordWriter::part_of(uint64_t at, size_t g) const {
+  const size_t i = size_t(at % ring_.size());
+  if (run_.records == nullptr) return parts_[i * part_bytes_.size() + g];
+  const uint32_t block = run_.records[ring_[i].ticket * run_.stride + run_.blocks_at + g];
+  return bases_[g] + uint64_t(block) * part_bytes_[g];
+}
+
 void ThreadedRecordWriter::write(uint64_t at, const StoreKey& key) {
   // Blocks into the record's payload, then the header with its checksum.
   const size_t i = size_t(at % ring_.size());
-  const unsigned char* const* parts = parts_.data() + i * part_bytes_.size();
   unsigned char* payload = record_.get() + layout_.header_bytes();
   for (size_t g = 0; g < part_bytes_.size(); ++g) {
-    std::memcpy(payload, parts[g], part_bytes_[g]);
+    std::memcpy(payload, part_of(at, g), part_bytes_[g]);
     payload += part_bytes_[g];
   }
   RecordKey rk;
   rk.lookup_hash = key.hash;
   rk.digest = key.digest;
-  rk.tokens = tokens_.data() + i * layout_.tokens_per_block;
+  rk.tokens = tokens_of(at);
   seal_record(layout_, rk, ring_[i].priority, record_.get());
 }
 
@@ -236,7 +284,7 @@ void ThreadedRecordWriter::run() {
     }
     idle = 0;
     Entry& entry = ring_[at % ring_.size()];
-    WriteDone& done = entry.done;
+    WriteDone& done = done_[at % ring_.size()];
     done = WriteDone{};
     done.ticket = entry.ticket;
     done.keyed = key_of(at, done.key);

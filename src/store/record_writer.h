@@ -9,14 +9,19 @@
 // handed between the serving thread and the worker without a lock (single
 // producer, single consumer): submit() and submit_run() fill the entries
 // after tail_ and publish tail_ once per call; the worker works on the entry
-// at written_ in place, stores the job's result (ticket and key) in it and
-// publishes written_; take_done() reads the entries in [head_, written_), in
-// submission order, and frees them (head_). The entries' tokens and block
-// addresses are flat arrays (tokens_, parts_: a run's are a memcpy or two),
-// and what a run's blocks share (parent, scope, extra keys) is one header in
-// runs_, read by the worker at the run's first entry: a run costs the
-// serving thread one header and one publication, its blocks their tokens
-// and addresses only. A header's slot is free again once its run's first
+// at written_ in place, stores the job's result (ticket and key) in done_
+// (apart from the entries, which only the serving thread writes) and
+// publishes written_; take_done() (or peek_done(), in place) reads the
+// results in [head_, written_), in submission order, and frees them (head_).
+// What a run's blocks share (parent, scope, extra keys, and where its
+// blocks are read) is one header in runs_, read by the worker at the run's
+// first entry. A run handed over with node records (RecordRun::nodes, the
+// core's write-through) costs the serving thread that header, one
+// publication and per block its ticket (the node id) and priority: the
+// worker reads the block's tokens and block ids from the node's record
+// (block_store.h, NodeRecords) and its bytes from the pools. Other jobs
+// (submit(), a run without records) have their tokens and block addresses
+// copied into flat arrays (tokens_, parts_: a run's are a memcpy or two). A header's slot is free again once its run's first
 // entry is done, always so by the time it comes round (a run holds at least
 // one entry, and the ring at most max_jobs). So an entry is free again only
 // once the core drained it, the serving thread never takes a lock, waits
@@ -64,7 +69,11 @@ class ThreadedRecordWriter final : public RecordWriter {
   size_t room() const override { return ring_.size() - size_t(tail_.load(std::memory_order_relaxed) - head_); }
   void count_dropped(uint64_t n) override { dropped_.fetch_add(n, std::memory_order_relaxed); }
   void take_done(std::vector<WriteDone>& done) override;
+  size_t peek_done(const WriteDone** done) override;
+  void release_done(size_t n) override { head_ += n; }
   void flush() override;
+  uint64_t finished() const override { return written_.load(std::memory_order_acquire); }
+  void wait_finished(uint64_t n) override;
   uint64_t dropped() const override { return dropped_.load(std::memory_order_relaxed); }
   uint64_t accepted(size_t store) const override {
     return accepted_[store].load(std::memory_order_relaxed);
@@ -75,13 +84,15 @@ class ThreadedRecordWriter final : public RecordWriter {
   void set_paused(bool paused) override;
 
  private:
-  // One job: its tokens are tokens_[i * T, (i + 1) * T), its block
-  // addresses parts_[i * G, (i + 1) * G) (i: its place in the ring).
+  // One job, as the serving thread wrote it: its tokens are tokens_[i * T,
+  // (i + 1) * T), its block addresses parts_[i * G, (i + 1) * G) (i: its
+  // place in the ring), unless its run reads them from node records
+  // (RecordRun::nodes; ticket = node id). The worker's result is in done_[i]
+  // (apart, so that the two threads write different lines).
   struct Entry {
     uint64_t ticket = 0;
     uint32_t priority = 0;
     bool starts_run = false;  // its run's header is the worker's next in runs_
-    WriteDone done;           // the worker's result, read by take_done()
   };
   // What a run's blocks share; the first chains on parent_ticket's job or
   // on parent, each next one on the block before it.
@@ -92,6 +103,11 @@ class ThreadedRecordWriter final : public RecordWriter {
     ChainDigest scope_digest;
     uint64_t extra_hash = 0;
     ChainDigest extra_digest;
+    // Node records (RecordRun::nodes), or null: the ring's copies; the
+    // pools' bases are run_bases_[slot * G, (slot + 1) * G).
+    const uint32_t* records = nullptr;
+    uint32_t stride = 0;
+    uint32_t blocks_at = 0;
   };
   void run();
   // The serving thread: the next run's header, and making `took` entries
@@ -124,12 +140,19 @@ class ThreadedRecordWriter final : public RecordWriter {
   uint64_t jobs_keyed_ = 0;
 
   std::vector<Entry> ring_;
+  std::vector<WriteDone> done_;              // ring_.size(): the worker's results
   std::vector<int32_t> tokens_;              // ring_.size() * T
   std::vector<const unsigned char*> parts_;  // ring_.size() * G
   std::vector<RunHead> runs_;                // ring_.size()
-  // The worker's: headers taken, the run it is in, its last block's key.
+  std::vector<const unsigned char*> run_bases_;  // runs_.size() * G
+  // The worker's: headers taken, the run it is in (its pools' bases), its
+  // last block's key.
   uint64_t runs_taken_ = 0;
   RunHead run_;
+  std::vector<const unsigned char*> bases_;  // G
+  // The worker: job `at`'s tokens and its group g block's address.
+  const int32_t* tokens_of(uint64_t at) const;
+  const unsigned char* part_of(uint64_t at, size_t g) const;
   bool last_keyed_ = false;
   StoreKey last_key_;
   // The serving thread's: jobs drained (entries [head_, tail_) are in
@@ -145,10 +168,10 @@ class ThreadedRecordWriter final : public RecordWriter {
   // Sleeping and waking (never on the serving thread's common path).
   std::mutex mu_;
   std::condition_variable work_cv_;  // the worker sleeps for jobs, resume or stop
-  std::condition_variable done_cv_;  // flush() waits for written_ == tail_
+  std::condition_variable done_cv_;  // flush() and wait_finished() wait for written_
   static constexpr int kAwake = 0, kPolling = 1, kDeep = 2;
   std::atomic<int> sleep_{kAwake};        // the worker: awake, polling (kPoll) or asleep until woken
-  std::atomic<bool> flushing_{false};     // a flush() waits
+  std::atomic<bool> flushing_{false};     // a flush() or wait_finished() waits
   std::atomic<bool> paused_{false};
   bool stop_ = false;                     // under mu_
   std::thread worker_;

@@ -344,5 +344,133 @@ TEST(RecordWriter, ARunChainsItsBlocksAndIsCutAtTheRoom) {
   EXPECT_EQ(w.dropped(), 1u);
 }
 
+// A run whose blocks the writer reads from node records (RecordRun::nodes):
+// the serving side hands it node ids only; the writer finds each block's
+// tokens in its node's record and its bytes through the record's block ids
+// and the pools' bases. Its records are bit for bit those of the same run
+// handed over as copies (tokens and addresses), two groups, across the
+// ring's wrap and the run headers' reuse.
+class Keeper final : public BlockStore {
+ public:
+  explicit Keeper(const RecordLayout& l) : layout_(l) {}
+  const char* name() const override { return "keeper"; }
+  const RecordLayout& layout() const override { return layout_; }
+  bool put(uint64_t, uint32_t, const unsigned char* record) override {
+    records.emplace_back(record, record + layout_.record_bytes());
+    return true;
+  }
+  size_t load(const uint64_t*, size_t, unsigned char* const*) override { return 0; }
+  void reject(uint64_t, RecordCheck) override {}
+  void flush() override {}
+  StoreStats stats() const override { return {}; }
+  std::vector<std::vector<unsigned char>> records;
+
+ private:
+  const RecordLayout layout_;
+};
+
+TEST(RecordWriter, ARunReadFromNodeRecordsWritesTheSameRecordsAsItsCopies) {
+  constexpr uint64_t kA = 8, kB = 4;  // two groups' block bytes
+  RecordLayout l = layout();
+  l.payload_bytes = kA + kB;
+  // Pools: 8 blocks each, block b's bytes b * 16 + k (group A), 200 - b - k (B).
+  std::vector<unsigned char> pool_a(8 * kA), pool_b(8 * kB);
+  for (size_t i = 0; i < pool_a.size(); ++i) pool_a[i] = static_cast<unsigned char>((i / kA) * 16 + i % kA);
+  for (size_t i = 0; i < pool_b.size(); ++i) pool_b[i] = static_cast<unsigned char>(200 - i / kB - i % kB);
+  // Node records, 8 words each: tokens (kT), then the block ids at word 4.
+  constexpr uint32_t kStride = 8, kBlocksAt = 4;
+  std::vector<uint32_t> records(16 * kStride, 0xdeadbeef);
+  const uint64_t nodes[6] = {3, 9, 4, 12, 1, 7};  // two runs: 3 and 3 blocks
+  const uint32_t blocks_a[6] = {5, 0, 7, 2, 6, 1}, blocks_b[6] = {1, 3, 0, 6, 2, 4};
+  std::vector<int32_t> tokens;                 // the copies' side
+  std::vector<const unsigned char*> parts;
+  for (size_t i = 0; i < 6; ++i) {
+    uint32_t* r = &records[nodes[i] * kStride];
+    r[0] = uint32_t(1000 + 3 * i);
+    r[1] = uint32_t(7 * i);
+    r[kBlocksAt] = blocks_a[i];
+    r[kBlocksAt + 1] = blocks_b[i];
+    tokens.push_back(int32_t(r[0]));
+    tokens.push_back(int32_t(r[1]));
+    parts.push_back(pool_a.data() + blocks_a[i] * kA);
+    parts.push_back(pool_b.data() + blocks_b[i] * kB);
+  }
+  const unsigned char* bases[2] = {pool_a.data(), pool_b.data()};
+  NodeRecords source;
+  source.records = records.data();
+  source.stride = kStride;
+  source.blocks_at = kBlocksAt;
+  source.bases = bases;
+  const uint32_t priorities[6] = {1, 2, 3, 4, 5, 6};
+
+  auto write_all = [&](bool from_records) {
+    Keeper store(l);
+    std::vector<WriteDone> done;
+    {
+      ThreadedRecordWriter w(l, {kA, kB}, {&store}, 4, kSeed);
+      for (size_t k = 0; k < 2; ++k) {  // the second run wraps the ring of 4
+        RecordRun run;
+        run.count = 3;
+        run.tickets = nodes + 3 * k;
+        run.priorities = priorities + 3 * k;
+        if (k == 1) run.parent_ticket = nodes[2];  // chains on the first run's last job
+        if (from_records) {
+          run.nodes = &source;
+        } else {
+          run.tokens = tokens.data() + 3 * k * kT;
+          run.parts = parts.data() + 3 * k * 2;
+        }
+        EXPECT_EQ(w.submit_run(run), 3u);
+        w.flush();
+        w.take_done(done);
+      }
+    }
+    EXPECT_EQ(done.size(), 6u);
+    for (size_t i = 0; i < done.size(); ++i) {
+      EXPECT_EQ(done[i].ticket, nodes[i]);
+      EXPECT_TRUE(done[i].keyed);
+    }
+    return store.records;
+  };
+  const auto copied = write_all(false);
+  const auto read = write_all(true);
+  ASSERT_EQ(copied.size(), 6u);
+  ASSERT_EQ(read.size(), 6u);
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(read[i], copied[i]) << "record " << i;
+    // The payload is the two pool blocks', bit for bit.
+    const unsigned char* payload = read[i].data() + l.header_bytes();
+    EXPECT_EQ(std::memcmp(payload, pool_a.data() + blocks_a[i] * kA, kA), 0) << i;
+    EXPECT_EQ(std::memcmp(payload + kA, pool_b.data() + blocks_b[i] * kB, kB), 0) << i;
+  }
+}
+
+// peek_done(): the done jobs in place, one contiguous span up to the ring's
+// wrap, in submission order; only release_done() frees their places (room()).
+TEST(RecordWriter, PeekDoneHandsTheDoneJobsInPlaceUpToTheWrap) {
+  Recorder store;
+  ThreadedRecordWriter w(layout(), {kPayload}, {&store}, 4, kSeed);
+  Jobs first(3);
+  ASSERT_EQ(w.submit(first.writes.data(), 3), 3u);
+  w.flush();
+  const WriteDone* done = nullptr;
+  ASSERT_EQ(w.peek_done(&done), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(done[i].ticket, 100 + i);
+  EXPECT_EQ(w.room(), 1u);  // not freed before release_done
+  w.release_done(2);
+  EXPECT_EQ(w.room(), 3u);
+  Jobs second(3, 10);
+  ASSERT_EQ(w.submit(second.writes.data(), 3), 3u);  // places 3, 0, 1: wraps
+  w.flush();
+  std::vector<uint64_t> tickets;
+  for (size_t n; (n = w.peek_done(&done)) > 0;) {
+    EXPECT_LE(n, 2u);  // [2, 4) then [0, 2)
+    for (size_t i = 0; i < n; ++i) tickets.push_back(done[i].ticket);
+    w.release_done(n);
+  }
+  EXPECT_EQ(tickets, (std::vector<uint64_t>{102, 110, 111, 112}));
+  EXPECT_EQ(w.room(), 4u);
+}
+
 }  // namespace
 }  // namespace kvc

@@ -325,6 +325,33 @@ TEST_F(StoreChainTest, HostTierThenDiskScriptedPlacement) {
   EXPECT_EQ(disk().onboarded_blocks, 6u);
 }
 
+// Write-through with a host tier: a node whose write job is not finished
+// (the writer paused) is cached and may be moved to the host tier like any
+// other; the move frees its primary blocks, so it waits for the job first
+// (StoreChain::leaving), and the record holds the node's own bytes, bit for
+// bit, not those of the blocks' next owner.
+TEST_F(StoreChainTest, AHostOffloadWaitsForTheWriteJobOfItsBlocks) {
+  const auto a = seq(100, 13);  // 3 full blocks
+  const auto b = seq(500, 16);  // 4 full blocks
+  {
+    make(store_config(dir_.path(), 4, 3), /*write_through=*/true);
+    ASSERT_TRUE(chain().write_through());
+    chain().pause_writer(true);
+    cache_prompt(1, a);
+    EXPECT_EQ(chain().jobs_out(), 3u);
+    EXPECT_EQ(m().stats().cached_blocks, 3u);  // stamped, not held
+    cache_prompt(2, b);  // a's 3 nodes move to the host tier: the first waits
+    EXPECT_EQ(chain().write_waits(), 1u);
+    EXPECT_EQ(m().stats().host.offloaded_blocks, 3u);
+    EXPECT_EQ(disk().io.stores, 3u + 4u);
+    EXPECT_EQ(disk().io.drops, 0u);
+  }
+  make(store_config(dir_.path(), 8));  // a fresh cache: both from the disk
+  EXPECT_EQ(add(1, a), 12u);
+  EXPECT_EQ(add(2, b), 12u);
+  EXPECT_EQ(disk().onboarded_blocks, 6u);
+}
+
 // Random prompts over a few shared prefixes, small pools, a host tier and a
 // small disk, offload at eviction and write-through: every reused byte checked, invariants after every step, and
 // whatever the disk answers is either checked KV or a miss.

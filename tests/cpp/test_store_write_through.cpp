@@ -1,7 +1,8 @@
 // Write-through at commit (store_chain.h): a committed block reaches the
 // stores while this cache still holds it, a second cache finds it bit for
-// bit, the blocks a queued write reads cannot be reused before it ran (a
-// paused writer makes the race deterministic), priorities and resets, and
+// bit, the blocks a queued write reads cannot be freed or reused before it
+// ran (they are cached and queued as without the tiers; leaving the tree
+// waits for the job; a paused writer makes the race deterministic), priorities and resets, and
 // the counted drop of a block whose device copy fails at eviction.
 // Every step runs the invariant checker; flush() replaces any waiting.
 #include <gtest/gtest.h>
@@ -151,14 +152,20 @@ TEST(StoreWriteThrough, AQueuedWriteKeepsItsBlocksFromReuse) {
     EXPECT_EQ(e.add(1, a), 0u);
     e.m().commit(1, a.size());
     e.m().remove(1);
-    e.check();  // the checker counts the jobs' references
-    // a's 3 nodes are held by their jobs: in use, not cached.
-    EXPECT_TRUE(e.chain().writes_pending());
-    EXPECT_EQ(e.m().stats().cached_blocks, 0u);
-    // b needs a's blocks: the add waits for the writer (which writes a's
-    // own bytes), then evicts a and overwrites the blocks with b's KV.
+    e.check();  // the checker checks the jobs' stamps
+    // a's 3 nodes are stamped with their jobs, not held: cached and queued
+    // as without the tiers.
+    EXPECT_EQ(e.chain().jobs_out(), 3u);
+    EXPECT_EQ(e.m().stats().cached_blocks, 3u);
+    EXPECT_EQ(e.chain().write_waits(), 0u);
+    // b needs a's blocks: the first victim, a's leaf, is skipped (deferred:
+    // its job is not finished), and with nothing else to evict the add
+    // waits for the writer (which writes a's own bytes, the leaf's job
+    // last), then evicts a and overwrites the blocks with b's KV.
     EXPECT_EQ(e.cache_prompt(2, b), 0u);
     EXPECT_EQ(e.m().stats().evicted_blocks, 3u);
+    EXPECT_EQ(e.chain().deferrals(), 1u);
+    EXPECT_EQ(e.chain().write_waits(), 1u);
     const StoreTierReport d = e.tier();
     EXPECT_EQ(d.io.stores, 3u + 4u);
     EXPECT_EQ(d.io.drops, 0u);
@@ -167,6 +174,77 @@ TEST(StoreWriteThrough, AQueuedWriteKeepsItsBlocksFromReuse) {
   Engine second(disk_config(dir.path(), 8));
   EXPECT_EQ(second.add(1, a), 12u);
   EXPECT_EQ(second.add(2, b), 12u);
+}
+
+// Eviction skips a block whose write job is not finished. a's 16 jobs fill
+// the queue (16, the minimum) and wait (the writer paused); b's commit
+// finds no room: b's blocks are not written, not stamped. a is older, but
+// c's add defers a's leaf (the victim) and evicts b's 3 blocks instead,
+// without waiting; a's blocks go back to the queue once the writer is done
+// and reach the disk bit for bit as written.
+TEST(StoreWriteThrough, EvictionSkipsABlockWhoseWriteIsNotFinished) {
+  TempDir dir;
+  const auto a = seq(100, 64);  // 16 full blocks
+  const auto b = seq(500, 12);  // 3
+  const auto c = seq(900, 32);  // 8: 5 free, 3 evicted
+  {
+    Engine e(disk_config(dir.path(), 24));
+    e.chain().pause_writer(true);
+    e.cache_prompt(1, a);
+    EXPECT_EQ(e.chain().jobs_out(), 16u);
+    e.cache_prompt(2, b);
+    EXPECT_EQ(e.chain().jobs_out(), 16u);  // b's 3 dropped: no room
+    EXPECT_EQ(e.m().stats().cached_blocks, 19u);
+    EXPECT_EQ(e.cache_prompt(3, c), 0u);
+    EXPECT_EQ(e.chain().deferrals(), 1u);   // a's leaf
+    EXPECT_EQ(e.chain().write_waits(), 0u);
+    EXPECT_EQ(e.m().stats().evicted_blocks, 3u);
+    EXPECT_EQ(e.add(4, b), 0u);  // b's blocks went, a's stay
+    e.m().remove(4);
+    e.chain().pause_writer(false);
+    const StoreTierReport d = e.tier();  // flushes: a's leaf queued again
+    e.check();
+    EXPECT_EQ(d.io.stores, 16u);
+  }
+  Engine second(disk_config(dir.path(), 24));
+  EXPECT_EQ(second.add(1, a), 60u);  // the last block holds the last token: computed
+  EXPECT_EQ(second.tier().onboarded_blocks, 15u);
+}
+
+// Copy on partial reuse off: an add that matches part of a cached block
+// nobody uses takes the block over in place (the node leaves the tree) and
+// writes its own rows past the match. A write job still reading that block
+// (the writer paused) is waited for first: the record holds a's bytes, bit
+// for bit, and no stamp outlives its node (found by the fuzz harness's disk
+// configuration: "tree node 2 (write job 2) is stamped but not live").
+TEST(StoreWriteThrough, APartialReuseInPlaceWaitsForTheWriteJobOfItsBlock) {
+  TempDir dir;
+  const auto a = seq(100, 8);  // 2 full blocks (the second a leaf)
+  auto b = a;
+  b.resize(7);  // a's first block, 3 tokens of its second, then b's own
+  b.push_back(5000);
+  {
+    CacheConfig c = disk_config(dir.path(), 8);
+    c.partial_reuse = true;
+    c.copy_on_partial_reuse = false;
+    Engine e(c);
+    e.chain().pause_writer(true);
+    e.cache_prompt(1, a);
+    EXPECT_EQ(e.chain().jobs_out(), 2u);
+    EXPECT_EQ(e.add(2, b), 7u);  // the partial block taken over: its job waited for
+    EXPECT_EQ(e.chain().write_waits(), 1u);
+    e.m().commit(2, b.size());
+    e.check();
+    e.m().remove(2);
+    e.check();
+    const StoreTierReport d = e.tier();
+    EXPECT_EQ(d.io.stores, 2u + 1u);  // a's 2 blocks, b's second
+  }
+  Engine second(disk_config(dir.path(), 8));
+  auto longer = a;
+  longer.push_back(7000);
+  EXPECT_EQ(second.add(1, longer), 8u);  // a's 2 blocks from the disk, checked bit for bit
+  EXPECT_EQ(second.tier().onboarded_blocks, 2u);
 }
 
 TEST(StoreWriteThrough, OnlyBlocksAtTheOffloadPriorityAreWritten) {
@@ -237,10 +315,9 @@ TEST(StoreWriteThrough, AFailedOffloadCopyIsACountedDrop) {
   EXPECT_EQ(check_tree(*cache), "");
 }
 
-// A shrink right after a commit: the queued writes hold the committed blocks
-// (in use until written; the writer is paused so that they surely do); the
-// resize waits for them, so the blocks are cached, then evicted past the new
-// end, not a refusal. Their records reached the disk: a new cache loads them.
+// A shrink right after a commit while the writes are queued (the writer is
+// paused so that they surely are): the blocks are cached, not held; the
+// resize waits for the writes, then evicts the blocks past the new end. Their records reached the disk: a new cache loads them.
 TEST(StoreWriteThrough, AShrinkWaitsForTheQueuedWritesInsteadOfRefusing) {
   TempDir dir;
   const auto a = seq(100, 17);  // 4 full blocks + 1 token
@@ -250,7 +327,8 @@ TEST(StoreWriteThrough, AShrinkWaitsForTheQueuedWritesInsteadOfRefusing) {
     ASSERT_TRUE(e.chain().write_through());
     e.chain().pause_writer(true);
     e.cache_prompt(1, a);
-    EXPECT_GT(e.m().stats().in_use_blocks, 0u);  // held by the queued writes
+    EXPECT_EQ(e.m().stats().in_use_blocks, 0u);  // the queued writes hold none
+    EXPECT_EQ(e.chain().jobs_out(), 4u);
     const uint64_t set_bytes = e.cache().pool(0).block_bytes();
     e.cache().resize(set_bytes);  // one block
     e.check();
@@ -284,7 +362,7 @@ TEST(StoreWriteThrough, BlocksCommittedOneAtATimeChainOnTheirParentsQueuedJobs) 
       e.m().commit(1, n + 4);
       e.check();
     }
-    EXPECT_TRUE(e.chain().writes_pending());
+    EXPECT_EQ(e.chain().jobs_out(), 6u);
     e.chain().pause_writer(false);
     const StoreTierReport d = e.tier();  // flushes: every key handed back
     e.check();

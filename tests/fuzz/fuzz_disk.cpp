@@ -21,6 +21,18 @@ namespace {
 kvc::StoreChain* chain(kvc_cache_t* cache) { return cache->impl->manager().stores(); }
 }  // namespace
 
+bool g_deferred_this_input = false;
+
+DiskCounters disk_counters(kvc_cache_t* cache) {
+  DiskCounters d;
+  if (const kvc::StoreChain* s = chain(cache)) {
+    d.deferrals = s->deferrals();
+    d.write_waits = s->write_waits();
+    d.jobs_out = s->jobs_out();
+  }
+  return d;
+}
+
 bool disk_writes_pending(kvc_cache_t* cache) {
   const kvc::StoreChain* s = chain(cache);
   return s != nullptr && s->writes_pending();
@@ -41,6 +53,16 @@ void Program::after_call_disk() {
       if (disk_writes_pending(m->cache)) {
         ++g_count.disk_pending_calls;
         feedback(kTierMoves, 37 + uint32_t(m->disk_mode), g_op);
+      }
+      // Deferred victims and waits for the writer (write jobs that an
+      // eviction or a leaving node met unfinished) feed the fuzzer too.
+      const DiskCounters d = disk_counters(m->cache);
+      if (d.deferrals != m->disk_seen_deferrals || d.write_waits != m->disk_seen_waits) {
+        feedback(kTierMoves, 40 + uint32_t(m->disk_mode), bucket(d.deferrals - m->disk_seen_deferrals));
+        feedback(kTierMoves, 43 + uint32_t(m->disk_mode), bucket(d.write_waits - m->disk_seen_waits));
+        if (d.deferrals != m->disk_seen_deferrals) g_deferred_this_input = true;
+        m->disk_seen_deferrals = d.deferrals;
+        m->disk_seen_waits = d.write_waits;
       }
       if (m->disk_mode == 2) disk_pause_writer(m->cache, true);
     }
@@ -97,6 +119,9 @@ void Program::flush_tiers() {
     finding("kvc_cache_get_tier_stats of the disk tier: %s", kvc_last_error_message());
   if (t.queued_blocks != 0)
     finding("kvc_cache_flush_tiers left %llu writes queued", (unsigned long long)t.queued_blocks);
+  const DiskCounters d = disk_counters(m.cache);
+  if (d.jobs_out != 0)
+    finding("kvc_cache_flush_tiers left %llu write jobs out", (unsigned long long)d.jobs_out);
   m.settle();
 }
 

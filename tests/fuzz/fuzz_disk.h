@@ -32,7 +32,17 @@
 
 namespace kvc_fuzz {
 
+// The store chain's own counters (store_chain.h): what the C API does not
+// report.
+struct DiskCounters {
+  uint64_t deferrals = 0;    // eviction victims deferred: their write job not finished
+  uint64_t write_waits = 0;  // waits for a job (a node leaving the tree, or only deferred victims left)
+  uint64_t jobs_out = 0;     // write jobs submitted and not taken back yet
+};
+
 #if KVC_FUZZ_DISK
+extern bool g_deferred_this_input;  // a store chain deferred a victim during this input's program
+DiskCounters disk_counters(kvc_cache_t* cache);
 // Whether write-through jobs hold blocks of the cache now (false without a
 // store chain).
 bool disk_writes_pending(kvc_cache_t* cache);

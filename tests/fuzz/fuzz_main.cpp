@@ -261,6 +261,12 @@ void report() {
                (unsigned long long)g_count.disk_pending_calls,
                (unsigned long long)g_count.disk_released_on_failure,
                (unsigned long long)g_count.disk_flushes, (unsigned long long)g_count.disk_drains);
+  std::fprintf(stderr,
+               "kvcache_fuzz disk jobs: %llu eviction victims deferred (write job pending) in %llu "
+               "inputs; %llu waits for a write job\n",
+               (unsigned long long)g_count.disk_deferrals,
+               (unsigned long long)g_count.disk_deferring_inputs,
+               (unsigned long long)g_count.disk_write_waits);
 #endif
 #if KVC_FUZZ_STATEFUL
   std::fprintf(stderr,
@@ -322,6 +328,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     c->disk_mode = disk_mode;
     if (disk_mode == 2) disk_pause_writer(c->cache, true);
   }
+  g_deferred_this_input = false;
 #endif
   Program program(in, caches);
   program.run();
@@ -332,5 +339,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Program::drain(*caches[i], i == orphan_cache ? &orphan : nullptr);
   caches.clear();  // an orphan export outlives its cache, as the header allows
   if (orphan.handle != nullptr) Program::release_orphan(orphan);
+#if KVC_FUZZ_DISK
+  if (g_deferred_this_input) ++g_count.disk_deferring_inputs;
+#endif
   return 0;
 }

@@ -158,6 +158,11 @@ CacheModel::~CacheModel() {
       g_count.disk.onboarded_blocks += d.onboarded_blocks;
       g_count.disk.rejected += d.rejected;
     }
+#if KVC_FUZZ_DISK
+    const DiskCounters c = disk_counters(cache);
+    g_count.disk_deferrals += c.deferrals;
+    g_count.disk_write_waits += c.write_waits;
+#endif
   }
   twin.reset();
   kvc_cache_destroy(cache);

@@ -47,6 +47,9 @@ struct Counters {
   uint64_t disk_mode_inputs[3] = {};
   uint64_t disk_pending_calls = 0, disk_released_on_failure = 0, disk_flushes = 0;
   uint64_t disk_drains = 0;  // drain operations (every sequence removed, the tree reset)
+  // The store chains' deferred victims and waits for the writer (summed at
+  // destruction), and the inputs with at least one deferral.
+  uint64_t disk_deferrals = 0, disk_write_waits = 0, disk_deferring_inputs = 0;
   // Block transfer (fuzz_export.cpp, fuzz_import.cpp): outcomes of the
   // export and import operations, printed at exit.
   uint64_t exports_ok = 0, exports_refused = 0, exports_unsupported = 0, exports_released = 0;
@@ -165,6 +168,7 @@ class CacheModel {
   // every add, resize and import, 1 never, 2 never and pauses the writer
   // after every call.
   int disk_mode = 0;
+  uint64_t disk_seen_deferrals = 0, disk_seen_waits = 0;  // the chain's counters at the last call
   EventMirror mirror;
   // One pool, or pools split statically: a pool's free and cached blocks
   // tell exactly what a call can have (with shared pages they move).
