@@ -215,13 +215,12 @@ class PrefixIndex {
   EventLog* events_ = nullptr;
   StoreKeys* store_keys_ = nullptr;
   const std::vector<uint64_t>* stamps_ = nullptr;  // write-through stamps (set_write_stamps)
-  void check_unstamped(uint32_t node, const char* what) const {
+  // The rule of set_write_stamps() on `node` before erase or set_block;
+  // compiled out of release builds (nothing then reads the arguments).
+  void check_unstamped([[maybe_unused]] uint32_t node, [[maybe_unused]] const char* what) const {
 #if !defined(NDEBUG) || defined(KVC_CHECK_WRITE_STAMPS)
     if (stamps_ != nullptr && node < stamps_->size() && (*stamps_)[node] != 0)
       stamped_node_changed(node, what);
-#else
-    (void)node;
-    (void)what;
 #endif
   }
   [[noreturn]] void stamped_node_changed(uint32_t node, const char* what) const;

@@ -1,7 +1,7 @@
 // The program's block-transfer operations, export side (kvcache/transfer.h):
 // export a sequence's committed blocks (held, in use, at their positions and
-// with their bytes until released; fuzz_model.cpp checks that after every
-// call), query an export with hostile buffers, release one; and the end of
+// with their bytes until released; fuzz_model_checks.cpp checks that after
+// every call), query an export with hostile buffers, release one; and the end of
 // a program's transfers (an export sometimes outliving its cache). Imports
 // are in fuzz_import.cpp.
 #include "fuzz_ops.h"

@@ -86,7 +86,7 @@ public final class StatefulCache implements AutoCloseable {
   /** Layer {@code layer}'s view (kvc_stateful_layer_view). */
   public StatefulView view(int layer) {
     Args.u32("layer", layer);
-    return handle.call(h -> Records.statefulView(h, layer));
+    return handle.call(h -> StatefulRecords.statefulView(h, layer));
   }
 
   /** The rows' lengths in layer {@code layer} (kvc_stateful_get_lengths). */
@@ -303,12 +303,12 @@ public final class StatefulCache implements AutoCloseable {
 
   /** Memory and work counts (kvc_stateful_get_stats). */
   public StatefulStats stats() {
-    return handle.call(h -> Records.statefulStats(h));
+    return handle.call(h -> StatefulRecords.statefulStats(h));
   }
 
   /** One layer's statistics (kvc_stateful_get_layer_stats). */
   public StatefulLayerStats layerStats(int layer) {
     Args.u32("layer", layer);
-    return handle.call(h -> Records.statefulLayerStats(h, layer));
+    return handle.call(h -> StatefulRecords.statefulLayerStats(h, layer));
   }
 }
