@@ -91,6 +91,9 @@ class HostTier final : public Tier {
   // pool lines and its parent's tier-children count; an offload's primary
   // and host pool lines and its parent.
   static constexpr size_t kAhead = 8;
+  // How many turns ahead the plan fetches a chain's ancestors when its ids
+  // are consecutive (plan_anchor_victim).
+  static constexpr uint32_t kChainAhead = 4;
   void prefetch_host_blocks(uint32_t node) const;
   void prefetch_offload(uint32_t node, const uint32_t* host_blocks) const;
   // What on_moved_out reads of an offload's parent once its record is near:
