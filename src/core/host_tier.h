@@ -82,7 +82,8 @@ class HostTier final : public Tier {
   // and undoes every change before it returns.
   template <bool kRead>
   void plan(const Reservation& r);
-  void offload_node(uint32_t node, const uint32_t* host_blocks);
+  // next: the victim that leaves after it in this call (kNoNode: none).
+  void offload_node(uint32_t node, const uint32_t* host_blocks, uint32_t next);
   void onboard_node(uint32_t node, const uint32_t* blocks);
   // Evicts a host node (and its host subtree) from the tree.
   void evict_node(uint32_t node);
@@ -95,10 +96,14 @@ class HostTier final : public Tier {
   // are consecutive (plan_anchor_victim).
   static constexpr uint32_t kChainAhead = 4;
   void prefetch_host_blocks(uint32_t node) const;
-  void prefetch_offload(uint32_t node, const uint32_t* host_blocks) const;
+  // (next: as offload_node's.)
+  void prefetch_offload(uint32_t node, const uint32_t* host_blocks, uint32_t next) const;
   // What on_moved_out reads of an offload's parent once its record is near:
   // the anchor block's pool line (node_ref), fetched kAhead / 2 ahead.
-  void prefetch_parent_ref(uint32_t node) const;
+  void prefetch_parent_ref(uint32_t node, uint32_t next) const;
+  uint32_t victim_after(size_t i) const {
+    return i + 1 < victims_.size() ? victims_[i + 1].node : kNoNode;
+  }
   uint64_t set_bytes() const;
 
   const GroupLayout& layout_;
