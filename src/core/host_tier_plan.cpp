@@ -177,8 +177,6 @@ void HostTier::plan(const Reservation& r) {
     if (marks_[n].none()) touched_.push_back(n);
   };
   auto exclude = [&](uint32_t n, int64_t position) {
-    touch(n);
-    marks_[n].excluded = 1;
     excluded_bits_[n >> 6] |= uint64_t(1) << (n & 63);
     if (kRead) return;  // the queues' readers skip it
     if (eviction_.queued(n, kAnchor)) eviction_.trial_take_out(n, kAnchor);
@@ -200,11 +198,10 @@ void HostTier::plan(const Reservation& r) {
       else policy_.insert_by_age(u.node, u.priority, u.age);
     }
     undo_.clear();
-    for (uint32_t n : touched_) {
-      marks_[n] = Marks();
-      excluded_bits_[n >> 6] = 0;
-    }
+    for (uint32_t n : touched_) marks_[n] = Marks();
     touched_.clear();
+    for (uint32_t n : held) excluded_bits_[n >> 6] = 0;
+    if (partial != kNoNode) excluded_bits_[partial >> 6] = 0;
   };
   const bool no_windows = layout_.windowed.empty();
   // The pool whose block line holds a node's anchor reference count.
