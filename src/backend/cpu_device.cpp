@@ -1,5 +1,6 @@
 #include "backend/cpu_device.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -117,10 +118,25 @@ void CpuDevice::copy_tier(TierDirection direction, void* device_pool, void* host
   // An injected fault copies the first half, as a copy that broke off would.
   const bool broken = inject(FaultSite::kCopyTier);
   const size_t done = broken ? count / 2 : count;
+  const bool offload = direction == TierDirection::kOffload;
+  // The blocks are scattered over both pools: each copy of a small block
+  // waits for its source's lines (and its destination's, written). The
+  // lines of the copy kAhead ahead are fetched while this one runs (the
+  // first kLines of a large block: the hardware follows its stream).
+  constexpr size_t kAhead = 4, kLines = 4, kLine = 64;
+  const uint64_t fetched = std::min<uint64_t>(block_bytes, kLines * kLine);
   for (size_t i = 0; i < done; ++i) {
+    if (i + kAhead < done) {
+      const unsigned char* fd = dev + uint64_t(copies[i + kAhead].device_block) * block_bytes;
+      const unsigned char* fh = host + uint64_t(copies[i + kAhead].host_block) * block_bytes;
+      for (uint64_t o = 0; o < fetched; o += kLine) {
+        __builtin_prefetch(offload ? fd + o : fh + o, 0);
+        __builtin_prefetch(offload ? fh + o : fd + o, 1);
+      }
+    }
     unsigned char* d = dev + uint64_t(copies[i].device_block) * block_bytes;
     unsigned char* h = host + uint64_t(copies[i].host_block) * block_bytes;
-    if (direction == TierDirection::kOffload) std::memcpy(h, d, block_bytes);
+    if (offload) std::memcpy(h, d, block_bytes);
     else std::memcpy(d, h, block_bytes);
   }
   if (broken)

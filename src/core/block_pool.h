@@ -142,6 +142,11 @@ class BlockPool {
   }
   // Warms the state of a block about to be read or changed.
   void prefetch(uint32_t id) const { __builtin_prefetch(&blocks_[id], 1); }
+  // The same for an id read speculatively (a record that may be stale):
+  // nothing when it is out of range.
+  void prefetch_maybe(uint32_t id) const {
+    if (id < blocks_.size()) prefetch(id);
+  }
 
   // For the invariant checker.
   const std::vector<uint32_t>& free_list() const { return free_; }

@@ -469,7 +469,7 @@ void Eviction::before_move_out(uint32_t node) {
   if (stores_ != nullptr) stores_->leaving(node);
 }
 
-void Eviction::on_moved_out(uint32_t node, const uint32_t* slots) {
+void Eviction::on_moved_out(uint32_t node, const uint32_t* slots, bool parent_leaves) {
   // Its primary blocks are free now (not reused before this returns): a
   // write-through job still reading them is waited for.
   if (stores_ != nullptr) stores_->leaving(node);
@@ -480,7 +480,11 @@ void Eviction::on_moved_out(uint32_t node, const uint32_t* slots) {
     window_policies_[k].remove(node);
     expiry_.cancel(expiry_key(node, k + 1));
   }
-  // Its parent may now have no primary child: evictable at its age.
+  // Its parent may now have no primary child: evictable at its age (its
+  // queue entry would be taken out again at once when it leaves next:
+  // what that costs, a random line each in the pool and the queue, is
+  // saved).
+  if (parent_leaves) return;
   const uint32_t parent = tree_.node(node).parent;
   if (parent != RadixTree::kRoot && index_.in_primary(parent) && index_.primary_leaf(parent) &&
       index_.node_ref(parent) == 0 && !policy_.contains(parent)) {

@@ -131,7 +131,9 @@ class Eviction final : public Residency::Reclaimer {
   // StoreChain::leaving): it leaves the anchor queue and
   // its windowed slots' queues (the node's retention expiry stays); its
   // parent may become an evictable leaf. Call after the move.
-  void on_moved_out(uint32_t node, const uint32_t* slots);
+  // parent_leaves: the caller moves or evicts the parent next, in the same
+  // call (a chain leaving leaf first): it is not queued in between.
+  void on_moved_out(uint32_t node, const uint32_t* slots, bool parent_leaves = false);
   // `node` is about to move out of the primary tier (its block ids change
   // before on_moved_out): waits for its write-through job, which reads the
   // node's block ids from its record (StoreChain::leaving).

@@ -127,11 +127,12 @@ void HostTier::prepare(const Reservation& r, void* stream) {
   size_t near = 0;                 // the next victim whose parent's pool line to fetch
   for (size_t i = 0; i < victims_.size(); ++i) {
     for (; ahead < victims_.size() && ahead <= i + kAhead; ++ahead)
-      if (victims_[ahead].offload) prefetch_offload(victims_[ahead].node, &dest_[G * k_ahead++]);
+      if (victims_[ahead].offload)
+        prefetch_offload(victims_[ahead].node, &dest_[G * k_ahead++], victim_after(ahead));
     for (; near < victims_.size() && near <= i + kAhead / 2; ++near)
-      if (victims_[near].offload) prefetch_parent_ref(victims_[near].node);
+      if (victims_[near].offload) prefetch_parent_ref(victims_[near].node, victim_after(near));
     const Victim& v = victims_[i];
-    if (v.offload) offload_node(v.node, &dest_[G * k++]);
+    if (v.offload) offload_node(v.node, &dest_[G * k++], victim_after(i));
     else eviction_.evict_node(v.node);
   }
 
@@ -175,15 +176,18 @@ void HostTier::prefetch_host_blocks(uint32_t node) const {
   }
 }
 
-void HostTier::prefetch_offload(uint32_t node, const uint32_t* host_blocks) const {
+void HostTier::prefetch_offload(uint32_t node, const uint32_t* host_blocks, uint32_t next) const {
   // on_moved_out: the node's queue links, its parent's node, tier-children
-  // count and record (whether the parent becomes evictable).
+  // count and record (whether the parent becomes evictable: not read when
+  // the parent leaves next).
   const uint32_t parent = tree_.node(node).parent;
   tree_.prefetch_node(parent);
   eviction_.policy().prefetch(node);
-  eviction_.policy().prefetch_queued(parent);
   index_.prefetch_tier_children(parent);
-  tree_.prefetch_blocks(parent);
+  if (parent != next) {
+    eviction_.policy().prefetch_queued(parent);
+    tree_.prefetch_blocks(parent);
+  }
   for (uint32_t g = 0; g < layout_.num_groups(); ++g) {
     if (host_blocks[g] == kNoBlock) continue;
     const uint32_t p = layout_.group_pool[g];
@@ -192,10 +196,10 @@ void HostTier::prefetch_offload(uint32_t node, const uint32_t* host_blocks) cons
   }
 }
 
-void HostTier::prefetch_parent_ref(uint32_t node) const {
+void HostTier::prefetch_parent_ref(uint32_t node, uint32_t next) const {
   if (layout_.anchors.empty()) return;
   const uint32_t parent = tree_.node(node).parent;
-  if (parent == RadixTree::kRoot || !index_.in_primary(parent)) return;
+  if (parent == RadixTree::kRoot || parent == next || !index_.in_primary(parent)) return;
   const uint32_t g = layout_.ref_group;
   const uint32_t b = tree_.block(parent, g);
   if (b != kNoBlock) residency_.pool(layout_.group_pool[g]).prefetch(b);
@@ -206,7 +210,7 @@ void HostTier::release_blocks(const uint32_t* blocks) {
     if (blocks[g] != kNoBlock) pools_[layout_.group_pool[g]].release(blocks[g]);
 }
 
-void HostTier::offload_node(uint32_t node, const uint32_t* host_blocks) {
+void HostTier::offload_node(uint32_t node, const uint32_t* host_blocks, uint32_t next) {
   // A write-through job still out reads the node's block ids from its
   // record: it finishes before they name host blocks.
   eviction_.before_move_out(node);
@@ -223,7 +227,7 @@ void HostTier::offload_node(uint32_t node, const uint32_t* host_blocks) {
   if (EventLog* ev = index_.events())
     ev->tier_changed(node, KVC_TIER_HOST, index_.group_mask(node), t.priority);
   index_.add_tier_child(t.parent);
-  eviction_.on_moved_out(node, host_blocks);
+  eviction_.on_moved_out(node, host_blocks, t.parent == next);
   if (tree_.is_leaf(node)) policy_.insert_by_age(node, t.priority, t.age);
   ++counters_.offloaded_blocks;
   counters_.offloaded_bytes += set_bytes();

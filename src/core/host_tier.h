@@ -82,7 +82,8 @@ class HostTier final : public Tier {
   // and undoes every change before it returns.
   template <bool kRead>
   void plan(const Reservation& r);
-  void offload_node(uint32_t node, const uint32_t* host_blocks);
+  // next: the victim that leaves after it in this call (kNoNode: none).
+  void offload_node(uint32_t node, const uint32_t* host_blocks, uint32_t next);
   void onboard_node(uint32_t node, const uint32_t* blocks);
   // Evicts a host node (and its host subtree) from the tree.
   void evict_node(uint32_t node);
@@ -91,11 +92,18 @@ class HostTier final : public Tier {
   // pool lines and its parent's tier-children count; an offload's primary
   // and host pool lines and its parent.
   static constexpr size_t kAhead = 8;
+  // How many turns ahead the plan fetches a chain's ancestors when its ids
+  // are consecutive (plan_anchor_victim).
+  static constexpr uint32_t kChainAhead = 4;
   void prefetch_host_blocks(uint32_t node) const;
-  void prefetch_offload(uint32_t node, const uint32_t* host_blocks) const;
+  // (next: as offload_node's.)
+  void prefetch_offload(uint32_t node, const uint32_t* host_blocks, uint32_t next) const;
   // What on_moved_out reads of an offload's parent once its record is near:
   // the anchor block's pool line (node_ref), fetched kAhead / 2 ahead.
-  void prefetch_parent_ref(uint32_t node) const;
+  void prefetch_parent_ref(uint32_t node, uint32_t next) const;
+  uint32_t victim_after(size_t i) const {
+    return i + 1 < victims_.size() ? victims_[i + 1].node : kNoNode;
+  }
   uint64_t set_bytes() const;
 
   const GroupLayout& layout_;
@@ -206,22 +214,21 @@ class HostTier final : public Tier {
   std::vector<int64_t> short_blocks_;  // per pool: primary blocks the plan must still free
   std::vector<int64_t> host_room_;     // per pool: host blocks free for offloads
   std::vector<int64_t> freed_;         // per pool: blocks of the victim being planned
-  // Per node, the plan's marks, in one 8-byte entry (one cache line a node
-  // where three arrays cost three: the plan is bound by memory latency).
+  // Per node, the plan's counts, in one 8-byte entry (one cache line a
+  // node where two arrays cost two: the plan is bound by memory latency).
   struct Marks {
-    uint32_t gone_primary = 0;    // primary children chosen as victims
-    uint32_t gone_host : 31;      // host children chosen as host victims
-    uint32_t excluded : 1;        // held by the call, never a victim
-    Marks() : gone_host(0), excluded(0) {}
-    bool none() const { return gone_primary == 0 && gone_host == 0 && excluded == 0; }
+    uint32_t gone_primary = 0;  // primary children chosen as victims
+    uint32_t gone_host = 0;     // host children chosen as host victims
+    bool none() const { return gone_primary == 0 && gone_host == 0; }
   };
   std::vector<Marks> marks_;
-  // The excluded marks again, one bit a node: a parent with one child has
-  // no marks entry to read, and this table (id_bound / 8 bytes) stays in
-  // cache.
+  // The nodes the call holds (never victims), one bit a node: this table
+  // (id_bound / 8 bytes) stays in cache, where marking them in marks_ cost
+  // a random line per held node (a long cached prompt holds thousands).
+  // Its words are cleared through the held list when the plan ends.
   std::vector<uint64_t> excluded_bits_;
   bool is_excluded(uint32_t n) const { return (excluded_bits_[n >> 6] >> (n & 63)) & 1; }
-  std::vector<uint32_t> touched_;      // nodes whose scratch entries are set
+  std::vector<uint32_t> touched_;      // nodes whose marks_ entries are set
   TierCopyBatch batch_;
 };
 

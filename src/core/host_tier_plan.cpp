@@ -177,8 +177,6 @@ void HostTier::plan(const Reservation& r) {
     if (marks_[n].none()) touched_.push_back(n);
   };
   auto exclude = [&](uint32_t n, int64_t position) {
-    touch(n);
-    marks_[n].excluded = 1;
     excluded_bits_[n >> 6] |= uint64_t(1) << (n & 63);
     if (kRead) return;  // the queues' readers skip it
     if (eviction_.queued(n, kAnchor)) eviction_.trial_take_out(n, kAnchor);
@@ -200,11 +198,10 @@ void HostTier::plan(const Reservation& r) {
       else policy_.insert_by_age(u.node, u.priority, u.age);
     }
     undo_.clear();
-    for (uint32_t n : touched_) {
-      marks_[n] = Marks();
-      excluded_bits_[n >> 6] = 0;
-    }
+    for (uint32_t n : touched_) marks_[n] = Marks();
     touched_.clear();
+    for (uint32_t n : held) excluded_bits_[n >> 6] = 0;
+    if (partial != kNoNode) excluded_bits_[partial >> 6] = 0;
   };
   const bool no_windows = layout_.windowed.empty();
   // The pool whose block line holds a node's anchor reference count.
@@ -227,6 +224,8 @@ void HostTier::plan(const Reservation& r) {
           if (tree_.block(h, g) != kNoBlock) ++host_room_[layout_.group_pool[g]];
       }
       const uint32_t hp = tree_.node(h).parent;
+      // Host victims climb chains too (see plan_anchor_victim).
+      if (hp + 1 == h && hp > kChainAhead) tree_.prefetch_node(hp - kChainAhead);
       if (hp == RadixTree::kRoot || !in_host(hp)) continue;  // its host children are not counted
       const TreeNode& hpt = tree_.node(hp);
       // An only child: its parent is left without children (its marks, a
@@ -257,6 +256,17 @@ void HostTier::plan(const Reservation& r) {
       index_.prefetch_tier_children(t.parent);
       const uint32_t b = ref_pool != nullptr ? tree_.block(t.parent, layout_.ref_group) : kNoBlock;
       if (b != kNoBlock) ref_pool->prefetch(b);
+      // A chain published in one go has consecutive ids, and the plan
+      // climbs it: the ancestors a few turns ahead are then parent - k.
+      // Their node and record lines are fetched kChainAhead turns ahead,
+      // their anchor blocks' pool lines (a random line each) half as far.
+      if (t.parent + 1 == v && t.parent > kChainAhead) {
+        const uint32_t far = t.parent - kChainAhead, near = t.parent - kChainAhead / 2;
+        tree_.prefetch_node(far);
+        tree_.prefetch_blocks(far);
+        index_.prefetch_tier_children(far);
+        if (ref_pool != nullptr) ref_pool->prefetch_maybe(tree_.block(near, layout_.ref_group));
+      }
     }
     const bool offload = t.priority >= min_priority_ && make_host_room();
     if (offload)
