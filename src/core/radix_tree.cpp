@@ -140,10 +140,21 @@ uint32_t RadixTree::first_free_from(uint32_t from) const {
   return kNoNode;
 }
 
+bool RadixTree::free_run_at(uint32_t id) const {
+  const uint64_t w = id >> 6, s = id & 63;
+  uint64_t bits = free_bits_[w] >> s;
+  if (s > 48) bits |= w + 1 < free_bits_.size() ? free_bits_[w + 1] << (64 - s) : 0;
+  return (bits & 0xffff) == 0xffff;
+}
+
 uint32_t RadixTree::take_start() {
-  const uint32_t id = first_free_from(cursor_);
+  uint32_t id = recent_;
+  if (id == kNoNode || !free_run_at(id)) {
+    id = first_free_from(cursor_);
+    cursor_ = id + 1 < id_bound() ? id + 1 : 1;
+  }
+  recent_ = kNoNode;
   take_free(id);
-  cursor_ = id + 1 < id_bound() ? id + 1 : 1;
   return id;
 }
 
@@ -428,6 +439,11 @@ void RadixTree::erase(uint32_t id) {
   r[head_at_ + kParent] = kNoNode;  // a successor guess never matches a dead record
   t.extra.clear();
   t.live = false;
+  // A chain evicted leaf first frees its ids downwards: the lowest id of
+  // the run so extended is the next chain start's first choice (the ids
+  // just evicted, still in cache); an id freed alone keeps it.
+  if (recent_ == kNoNode || !is_free(recent_) || (id + 1 < id_bound() && is_free(id + 1)))
+    recent_ = id;
   put_free(id);
   --size_;
 }

@@ -328,6 +328,7 @@ class RadixTree {
   std::vector<uint64_t> free_bits_;
   std::vector<uint64_t> free_words_;
   uint32_t cursor_ = 1;  // where the search for the next chain start begins
+  uint32_t recent_ = kNoNode;  // the id freed last (kNoNode: none since a chain start)
   bool is_free(uint32_t id) const { return (free_bits_[id >> 6] >> (id & 63)) & 1; }
   void take_free(uint32_t id) {
     uint64_t& w = free_bits_[id >> 6];
@@ -342,10 +343,17 @@ class RadixTree {
   // The first free id at or after `from`, around the id space (one must
   // be free).
   uint32_t first_free_from(uint32_t from) const;
-  // The id a chain start takes next: the first free one at the cursor.
-  uint32_t next_start() const { return first_free_from(cursor_); }
-  // Takes a chain start's id (a node whose parent's successor is not free)
-  // and moves the cursor past it.
+  // Whether ids id .. id + 15 are free.
+  bool free_run_at(uint32_t id) const;
+  // The id a chain start takes next: the id freed last when a run of 16
+  // free ids starts there (a chain evicted whole, its lowest id freed last,
+  // is taken back whole while its lines are still in cache), else the
+  // first free id at the cursor.
+  uint32_t next_start() const {
+    return recent_ != kNoNode && free_run_at(recent_) ? recent_ : first_free_from(cursor_);
+  }
+  // Takes next_start() for a chain start (a node whose parent's successor
+  // is not free); the cursor moves past an id it gave.
   uint32_t take_start();
   BigArray<uint64_t> buckets_;        // by block hash
   BigArray<uint64_t> first_buckets_;  // by (parent, scope, first token)
