@@ -22,7 +22,10 @@
 // on (half the nodes evicted on the Mooncake trace at 12 MB were not their
 // parent's successor, with a stack of freed ids or a cursor alike). With
 // spare ids the cursor finds the ids of old nodes, most of them evicted by
-// the time it comes round, in long runs (88% successors).
+// the time it comes round, in long runs (88% successors). One exception
+// keeps the ids just evicted in use while their lines are in cache: a
+// chain start first takes the run an eviction last freed downwards (a
+// chain evicted leaf first), when 16 ids are free there.
 //
 // Layout, for speed (a lookup of a long cached prompt touches every node on
 // its path, in a structure of hundreds of MB):
