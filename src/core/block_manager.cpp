@@ -72,7 +72,7 @@ BlockManager::BlockManager(const CacheConfig& config, const LayerGrouping& group
                                     std::to_string(layout_.num_groups()) +
                                     " layer groups (set event_buffer_size to 0)");
     events_ = std::make_unique<EventLog>(config.event_buffer_size, config.tokens_per_block,
-                                         config.event_hash_seed, index_.tree().max_nodes());
+                                         config.event_hash_seed, index_.tree().id_bound());
     index_.set_events(events_.get());
   }
   if (!stores.empty()) {

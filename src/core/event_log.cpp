@@ -8,10 +8,10 @@
 
 namespace kvc {
 
-EventLog::EventLog(uint32_t capacity, uint32_t tokens_per_block, uint64_t seed, uint32_t max_nodes)
+EventLog::EventLog(uint32_t capacity, uint32_t tokens_per_block, uint64_t seed, uint32_t id_bound)
     : hasher_(seed),
       tokens_per_block_(tokens_per_block),
-      hashes_(size_t(max_nodes) + 1, 0),
+      hashes_(id_bound, 0),
       ring_(capacity),
       tokens_(size_t(capacity) * tokens_per_block) {}
 

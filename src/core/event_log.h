@@ -24,7 +24,8 @@ class PrefixIndex;
 
 class EventLog {
  public:
-  EventLog(uint32_t capacity, uint32_t tokens_per_block, uint64_t seed, uint32_t max_nodes);
+  // `id_bound`: RadixTree::id_bound() (node ids are below it).
+  EventLog(uint32_t capacity, uint32_t tokens_per_block, uint64_t seed, uint32_t id_bound);
 
   const PortableHasher& hasher() const { return hasher_; }
   // The portable hash of live tree node `node` (0 for the root).

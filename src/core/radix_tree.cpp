@@ -26,6 +26,12 @@ uint32_t table_bits_for(uint32_t max_nodes) {
 
 uint32_t round_up(uint32_t n, uint32_t to) { return (n + to - 1) / to * to; }
 
+// Node ids for a tree of `max_nodes` nodes besides the root: an eighth
+// more (radix_tree.h: spare ids make chain ids consecutive), below kNoNode.
+uint64_t ids_for(uint32_t max_nodes) {
+  return std::min<uint64_t>(uint64_t(max_nodes) + max_nodes / 8, kNoNode - 2);
+}
+
 // Whether a record's 16 tokens (16-byte aligned: records are 32-byte
 // aligned) equal a prompt's.
 inline bool same_16_tokens(const int32_t* record, const int32_t* want) {
@@ -52,18 +58,20 @@ const std::string& NodeExtra::none() {
 
 RadixTree::RadixTree(uint32_t max_nodes, uint32_t tokens_per_block, uint32_t num_groups,
                      bool track_children)
-    : tokens_per_block_(tokens_per_block),
+    : max_nodes_(max_nodes),
+      tokens_per_block_(tokens_per_block),
       num_groups_(num_groups),
       head_at_(tokens_per_block),
       blocks_at_(tokens_per_block + kHeadWords),
       stride_(round_up(tokens_per_block + kHeadWords + num_groups, 8)),
-      nodes_(uint64_t(max_nodes) + 1),
-      records_((uint64_t(max_nodes) + 1) * stride_),
-      holders_(uint64_t(max_nodes) + 1, 0),
-      links_(track_children ? uint64_t(max_nodes) + 1 : 0),
+      nodes_(ids_for(max_nodes) + 1),
+      records_((ids_for(max_nodes) + 1) * stride_),
+      holders_(ids_for(max_nodes) + 1, 0),
+      links_(track_children ? ids_for(max_nodes) + 1 : 0),
       first_key_(first_token_key()),
       hash_mask_(bucket_hash_bits() == 64 ? ~uint64_t(0) : (uint64_t(1) << bucket_hash_bits()) - 1) {
-  for (uint64_t id = 0; id <= max_nodes; ++id) {
+  const uint64_t ids = ids_for(max_nodes);
+  for (uint64_t id = 0; id <= ids; ++id) {
     uint32_t* r = record(uint32_t(id));
     r[head_at_ + kParent] = kNoNode;
     std::fill(r + blocks_at_, r + blocks_at_ + num_groups_, kNoBlock);
@@ -73,12 +81,10 @@ RadixTree::RadixTree(uint32_t max_nodes, uint32_t tokens_per_block, uint32_t num
   first_buckets_ = BigArray<uint64_t>(uint64_t(1) << bits, kEmpty);
   table_mask_ = (uint64_t(1) << bits) - 1;
   table_shift_ = 32 - bits;
-  free_.reserve(max_nodes);
-  free_at_.assign(uint64_t(max_nodes) + 1, 0);
-  for (uint32_t i = max_nodes; i > 0; --i) {
-    free_at_[i] = uint32_t(free_.size());
-    free_.push_back(i);
-  }
+  const uint64_t words = (ids + 1 + 63) / 64;
+  free_bits_.assign(words, 0);
+  free_words_.assign((words + 63) / 64, 0);
+  for (uint64_t id = 1; id <= ids; ++id) put_free(uint32_t(id));
   nodes_[kRoot].live = true;
 }
 
@@ -111,6 +117,45 @@ void RadixTree::table_erase(BigArray<uint64_t>& table, uint32_t tag, uint32_t no
     i = (j & moves) | (i & ~moves);
   }
   table[i] = kEmpty;
+}
+
+uint32_t RadixTree::first_free_from(uint32_t from) const {
+  uint64_t w = from >> 6;
+  const uint64_t at = free_bits_[w] & (~uint64_t(0) << (from & 63));
+  if (at != 0) return uint32_t(w * 64 + uint64_t(__builtin_ctzll(at)));
+  // The next word with a free id, by the word bits, around once (back to
+  // word w itself, whose ids below `from` come last).
+  const uint64_t num_words = free_bits_.size(), num_sums = free_words_.size();
+  w = w + 1 == num_words ? 0 : w + 1;
+  uint64_t s = w >> 6;
+  uint64_t sums = free_words_[s] & (~uint64_t(0) << (w & 63));
+  for (uint64_t i = 0; i <= num_sums; ++i) {
+    if (sums != 0) {
+      const uint64_t word = s * 64 + uint64_t(__builtin_ctzll(sums));
+      return uint32_t(word * 64 + uint64_t(__builtin_ctzll(free_bits_[word])));
+    }
+    s = s + 1 == num_sums ? 0 : s + 1;
+    sums = free_words_[s];
+  }
+  return kNoNode;
+}
+
+bool RadixTree::free_run_at(uint32_t id) const {
+  const uint64_t w = id >> 6, s = id & 63;
+  uint64_t bits = free_bits_[w] >> s;
+  if (s > 48) bits |= w + 1 < free_bits_.size() ? free_bits_[w + 1] << (64 - s) : 0;
+  return (bits & 0xffff) == 0xffff;
+}
+
+uint32_t RadixTree::take_start() {
+  uint32_t id = recent_;
+  if (id == kNoNode || !free_run_at(id)) {
+    id = first_free_from(cursor_);
+    cursor_ = id + 1 < id_bound() ? id + 1 : 1;
+  }
+  recent_ = kNoNode;
+  take_free(id);
+  return id;
 }
 
 uint32_t RadixTree::find(uint32_t parent, uint32_t scope, const int32_t* tokens,
@@ -154,9 +199,9 @@ void RadixTree::match_full_blocks(uint32_t parent, uint64_t parent_hash, const K
   // (parent, scope, tokens, no extra keys: keys are unique, so both give
   // the same node):
   // - the successor guess: a prompt published in one go took consecutive
-  //   node ids where it could (insert takes parent + 1 when it is free;
-  //   free ids are a stack, and eviction frees a chain leaf first, so ids
-  //   come back in order), so block b's node is most often the one after
+  //   node ids where it could (insert takes parent + 1 when it is free,
+  //   and a chain start the first free id at a cursor that sweeps the ids
+  //   in order: radix_tree.h), so block b's node is most often the one after
   //   block b-1's. A wrong guess costs one record read; a dead record
   //   never matches (erase clears its parent). A chain successor (node
   //   parent + 1) is in no table: the hashed walk tries it when the table
@@ -320,15 +365,14 @@ uint32_t RadixTree::insert(const BlockKey& key, const uint32_t* blocks) {
   NodeExtra extra;
   if (!key.extra->empty()) extra.assign(std::string(*key.extra));  // the only allocation, before any change
   const uint32_t parent = key.parent;
-  // The chain successor's id when it is free (a dead node), else the top
-  // of the stack.
+  // The chain successor's id when it is free (a dead node), else a chain
+  // start's.
   uint32_t id;
-  if (parent != kRoot && uint64_t(parent) + 1 < nodes_.size() && !nodes_[parent + 1].live) {
+  if (parent != kRoot && uint64_t(parent) + 1 < nodes_.size() && is_free(parent + 1)) {
     id = parent + 1;
     take_free(id);
   } else {
-    id = free_.back();
-    free_.pop_back();
+    id = take_start();
   }
   ++size_;
   // Every field written once (a publish run writes millions of nodes).
@@ -395,8 +439,12 @@ void RadixTree::erase(uint32_t id) {
   r[head_at_ + kParent] = kNoNode;  // a successor guess never matches a dead record
   t.extra.clear();
   t.live = false;
-  free_at_[id] = uint32_t(free_.size());
-  free_.push_back(id);  // capacity reserved for every node
+  // A chain evicted leaf first frees its ids downwards: the lowest id of
+  // the run so extended is the next chain start's first choice (the ids
+  // just evicted, still in cache); an id freed alone keeps it.
+  if (recent_ == kNoNode || !is_free(recent_) || (id + 1 < id_bound() && is_free(id + 1)))
+    recent_ = id;
+  put_free(id);
   --size_;
 }
 

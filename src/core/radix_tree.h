@@ -9,11 +9,23 @@
 // A chain's successor is in neither table: a node whose id is its parent's
 // plus one (the parent not the root) is found by that id instead, which
 // find(), the first-token walk and match_full_blocks try before the tables.
-// insert() takes id parent + 1 whenever it is free (else the free id on top
-// of the stack), so a prompt published in one go takes consecutive ids: a
-// commit of a long new prompt writes no table slot for most of its nodes
-// (two random cache lines a node fewer) and writes its nodes and records
-// in address order, and evicting it erases none.
+// insert() takes id parent + 1 whenever it is free, so a prompt published
+// in one go takes consecutive ids: a commit of a long new prompt writes no
+// table slot for most of its nodes (two random cache lines a node fewer)
+// and writes its nodes and records in address order, and evicting it
+// erases none. Else (a chain start) it takes the first free id at or after
+// a cursor that moves on past it: ids are handed out in rising order
+// around the id space, like a log. For that to give runs, the id space
+// has spare ids (an eighth more than the nodes the tree may hold): at its
+// full size the tree had only the few hundred ids of the latest victims
+// free, in the short runs their own chains had been given, so breaks lived
+// on (half the nodes evicted on the Mooncake trace at 12 MB were not their
+// parent's successor, with a stack of freed ids or a cursor alike). With
+// spare ids the cursor finds the ids of old nodes, most of them evicted by
+// the time it comes round, in long runs (88% successors). One exception
+// keeps the ids just evicted in use while their lines are in cache: a
+// chain start first takes the run an eviction last freed downwards (a
+// chain evicted leaf first), when 16 ids are free there.
 //
 // Layout, for speed (a lookup of a long cached prompt touches every node on
 // its path, in a structure of hundreds of MB):
@@ -101,7 +113,8 @@ class RadixTree {
  public:
   static constexpr uint32_t kRoot = 0;
 
-  // Room for `max_nodes` nodes besides the root. With track_children the
+  // Room for `max_nodes` nodes besides the root (node ids up to
+  // id_bound(), past max_nodes: spare ids, radix_tree.h). With track_children the
   // tree also links each node's children (first_child, next_sibling), which
   // the host tier and page moves walk; lookups and evictions without them
   // touch no sibling.
@@ -147,8 +160,8 @@ class RadixTree {
   KVC_ALWAYS_INLINE uint32_t insert_plain(uint32_t parent, uint32_t scope, const int32_t* tokens,
                                           uint64_t hash, const uint32_t* blocks, uint8_t priority,
                                           uint64_t now_ms);
-  // Free node ids: inserts that can be made before the tree is full.
-  uint32_t num_free() const { return uint32_t(free_.size()); }
+  // Inserts that can be made before the tree is full.
+  uint32_t num_free() const { return max_nodes_ - size_; }
 
   const TreeNode& node(uint32_t id) const { return nodes_[id]; }
   TreeNode& node(uint32_t id) { return nodes_[id]; }
@@ -226,31 +239,33 @@ class RadixTree {
   // `last` is the parent of the next insert (kNoNode: unknown): when id
   // last + 1 is free, the next inserts are guessed to take the ids that
   // follow (last + 1 + ahead, chain successors without table slots to
-  // warm); else their ids come off the free stack and are tabled.
+  // warm); else the next insert starts a chain at the id the cursor
+  // points to, and the later ones are guessed to follow it.
   KVC_ALWAYS_INLINE void prefetch_insert(uint64_t hash, uint32_t scope, int32_t first_token,
                                          uint32_t ahead, uint32_t last) const {
+    uint64_t id;
     if (last != kNoNode && last != kRoot && uint64_t(last) + 1 < nodes_.size() &&
-        !nodes_[last + 1].live) {
-      const uint64_t id = uint64_t(last) + 1 + ahead;
-      if (id < nodes_.size()) {
-        __builtin_prefetch(&nodes_[id], 1);
-        __builtin_prefetch(record(uint32_t(id)), 1);
-        __builtin_prefetch(record(uint32_t(id)) + 16, 1);
+        is_free(last + 1)) {
+      id = uint64_t(last) + 1 + ahead;
+    } else {
+      if (ahead >= num_free()) return;
+      id = uint64_t(next_start()) + ahead;
+      if (ahead == 0) {  // the chain start: tabled
+        __builtin_prefetch(&buckets_[home(tag_of(hash))], 1);
+        if (last != kNoNode)
+          __builtin_prefetch(&first_buckets_[home(first_tag_of(last, scope, first_token))], 1);
       }
-      return;
     }
-    __builtin_prefetch(&buckets_[home(tag_of(hash))], 1);
-    if (ahead == 0 || ahead >= free_.size()) return;
-    const uint32_t id = free_[free_.size() - 1 - ahead];
-    const uint32_t parent = free_[free_.size() - ahead];
-    __builtin_prefetch(&nodes_[id], 1);
-    __builtin_prefetch(record(id), 1);
-    __builtin_prefetch(record(id) + 16, 1);
-    __builtin_prefetch(&first_buckets_[home(first_tag_of(parent, scope, first_token))], 1);
+    if (id < nodes_.size()) {
+      __builtin_prefetch(&nodes_[id], 1);
+      __builtin_prefetch(record(uint32_t(id)), 1);
+      __builtin_prefetch(record(uint32_t(id)) + 16, 1);
+    }
   }
 
   uint32_t size() const { return size_; }  // nodes besides the root
-  uint32_t max_nodes() const { return uint32_t(nodes_.size() - 1); }
+  uint32_t max_nodes() const { return max_nodes_; }
+  // Node ids are below it (spare ids included): per-node arrays' size.
   uint32_t id_bound() const { return uint32_t(nodes_.size()); }
   // The node records' place: node n's at record_words() + n *
   // record_stride(), its tokens first, its group g block id at word
@@ -259,18 +274,20 @@ class RadixTree {
   const uint32_t* record_words() const { return records_.data(); }
   uint32_t record_stride() const { return stride_; }
   uint32_t record_blocks_at() const { return blocks_at_; }
-  bool full() const { return free_.empty(); }
+  bool full() const { return size_ == max_nodes_; }
   uint32_t tokens_per_block() const { return tokens_per_block_; }
   uint32_t num_groups() const { return num_groups_; }
 
   // The checker's part (radix_tree_check.cpp): every table entry names a
   // live, tabled node under its own tag, once, and every live tabled node
   // has one entry in each table; every live node is found once by the
-  // first-token walk; the free stack holds each dead id once, where
-  // free_at_ says. Throws Error(KVC_ERR_INTERNAL).
+  // first-token walk; the free bits are set for the dead ids alone, and
+  // the word bits for the words with a free id. Throws
+  // Error(KVC_ERR_INTERNAL).
   void check_tables() const;
 
  private:
+  uint32_t max_nodes_;  // live nodes the tree may hold besides the root
   // A node's lookup record, in 32-bit words: tokens_per_block tokens, then
   // parent, scope, num_tokens, has_extra, then one block id per group.
   enum : uint32_t { kParent = 0, kScope = 1, kNumTokens = 2, kHasExtra = 3, kHeadWords = 4 };
@@ -308,16 +325,39 @@ class RadixTree {
     uint32_t prev_sibling = kNoNode;
   };
   std::vector<ChildLinks> links_;  // per node, with track_children
-  std::vector<uint32_t> free_;      // free node ids (a stack)
-  std::vector<uint32_t> free_at_;   // per free id, its index in free_
-  // Takes free id `id` out of the stack (the top fills its place).
+  // Free node ids (spare ones included: there is always one while the
+  // tree is not full): a bit each (set: free), and a bit per word of those
+  // (set: the word has a free id), by which a search skips full words.
+  std::vector<uint64_t> free_bits_;
+  std::vector<uint64_t> free_words_;
+  uint32_t cursor_ = 1;  // where the search for the next chain start begins
+  uint32_t recent_ = kNoNode;  // the id freed last (kNoNode: none since a chain start)
+  bool is_free(uint32_t id) const { return (free_bits_[id >> 6] >> (id & 63)) & 1; }
   void take_free(uint32_t id) {
-    const uint32_t at = free_at_[id];
-    const uint32_t top = free_.back();
-    free_[at] = top;
-    free_at_[top] = at;
-    free_.pop_back();
+    uint64_t& w = free_bits_[id >> 6];
+    w &= ~(uint64_t(1) << (id & 63));
+    if (w == 0) free_words_[id >> 12] &= ~(uint64_t(1) << ((id >> 6) & 63));
   }
+  void put_free(uint32_t id) {
+    uint64_t& w = free_bits_[id >> 6];
+    if (w == 0) free_words_[id >> 12] |= uint64_t(1) << ((id >> 6) & 63);
+    w |= uint64_t(1) << (id & 63);
+  }
+  // The first free id at or after `from`, around the id space (one must
+  // be free).
+  uint32_t first_free_from(uint32_t from) const;
+  // Whether ids id .. id + 15 are free.
+  bool free_run_at(uint32_t id) const;
+  // The id a chain start takes next: the id freed last when a run of 16
+  // free ids starts there (a chain evicted whole, its lowest id freed last,
+  // is taken back whole while its lines are still in cache), else the
+  // first free id at the cursor.
+  uint32_t next_start() const {
+    return recent_ != kNoNode && free_run_at(recent_) ? recent_ : first_free_from(cursor_);
+  }
+  // Takes next_start() for a chain start (a node whose parent's successor
+  // is not free); the cursor moves past an id it gave.
+  uint32_t take_start();
   BigArray<uint64_t> buckets_;        // by block hash
   BigArray<uint64_t> first_buckets_;  // by (parent, scope, first token)
   FirstTokenKey first_key_;
@@ -331,16 +371,15 @@ KVC_ALWAYS_INLINE uint32_t RadixTree::insert_plain(uint32_t parent, uint32_t sco
                                                    const int32_t* tokens, uint64_t hash,
                                                    const uint32_t* blocks, uint8_t priority,
                                                    uint64_t now_ms) {
-  // As insert(): the chain successor's id when it is free, else the top of
-  // the stack.
+  // As insert(): the chain successor's id when it is free, else a chain
+  // start's.
   uint32_t id;
   TreeNode* const nodes = nodes_.data();
-  if (uint64_t(parent) + 1 < nodes_.size() && !nodes[parent + 1].live) {
+  if (uint64_t(parent) + 1 < nodes_.size() && is_free(parent + 1)) {
     id = parent + 1;
     take_free(id);
   } else {
-    id = free_.back();
-    free_.pop_back();
+    id = take_start();
   }
   ++size_;
   const uint32_t T = tokens_per_block_;

@@ -3,8 +3,7 @@
 // successors, radix_tree.h), each once, under the tag of its own hash or
 // first-token key, reachable from its home slot without crossing an empty
 // one; a chain successor is in neither; the first-token walk finds every
-// live node exactly once; the free stack holds every dead id once, at the
-// index free_at_ records.
+// live node exactly once; the free id bits are set for the dead ids alone.
 #include <string>
 #include <vector>
 
@@ -63,18 +62,34 @@ void RadixTree::check_tables() const {
   };
   check_table(buckets_, "bucket table", false);
   check_table(first_buckets_, "first-token table", true);
-  // The free stack: every dead id once, at the index free_at_ says.
-  if (free_.size() + size_ != max_nodes())
-    broken("the free node ids (" + std::to_string(free_.size()) + ") and the live nodes (" +
-           std::to_string(size_) + ") do not add up to " + std::to_string(max_nodes()));
-  for (size_t i = 0; i < free_.size(); ++i) {
-    const uint32_t n = free_[i];
-    if (n == kRoot || n >= bound || nodes_[n].live)
-      broken("free node id " + std::to_string(n) + " is not a dead node");
-    if (free_at_[n] != i)
-      broken("free node id " + std::to_string(n) + " is at " + std::to_string(i) +
-             " of the stack but recorded at " + std::to_string(free_at_[n]));
+  // The free ids: a set bit for each dead id and for no other (nor the
+  // root, nor the padding past the last id); a word bit for each word with
+  // a free id.
+  if (size_ > max_nodes())
+    broken("the tree holds " + std::to_string(size_) + " nodes, past its " +
+           std::to_string(max_nodes()));
+  uint64_t set = 0;
+  for (uint64_t w = 0; w < free_bits_.size(); ++w) {
+    for (uint64_t b = 0; b < 64; ++b) {
+      if (!((free_bits_[w] >> b) & 1)) continue;
+      const uint64_t n = w * 64 + b;
+      if (n == kRoot || n >= bound || nodes_[n].live)
+        broken("free node id " + std::to_string(n) + " is not a dead node");
+      ++set;
+    }
+    const bool has = (free_words_[w >> 6] >> (w & 63)) & 1;
+    if (has != (free_bits_[w] != 0))
+      broken("the word bit of free id word " + std::to_string(w) + " is " +
+             (has ? "set" : "clear") + " for a word " + (has ? "without" : "with") + " free ids");
   }
+  for (uint64_t w = free_bits_.size(); w < free_words_.size() * 64; ++w)
+    if ((free_words_[w >> 6] >> (w & 63)) & 1)
+      broken("the word bit of free id word " + std::to_string(w) + " is set past the last word");
+  if (set + size_ + 1 != bound)
+    broken(std::to_string(set) + " free id bits are set for " + std::to_string(bound - 1 - size_) +
+           " free ids");
+  for (uint32_t n = 1; n < bound; ++n)
+    if (!nodes_[n].live && !is_free(n)) broken("dead node " + std::to_string(n) + " is not free");
 }
 
 }  // namespace kvc

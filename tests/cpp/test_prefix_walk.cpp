@@ -83,9 +83,9 @@ void run(uint32_t T, uint32_t seed) {
     if (kind < 3) {
       w.publish(make_prompt(), 1 + rng() % max_blocks);
     } else if (kind < 5) {
-      // Erase a few leaves (their ids come back in stack order).
+      // Erase a few leaves (any id, spare ones included: radix_tree.h).
       for (int k = 0; k < 20; ++k) {
-        const uint32_t id = 1 + rng() % tree.max_nodes();
+        const uint32_t id = 1 + rng() % (tree.id_bound() - 1);
         if (tree.node(id).live && tree.is_leaf(id)) tree.erase(id);
       }
     } else {
