@@ -409,13 +409,15 @@ void StoreChain::drain() {
   // A node stamped with another job (or none) left the tree since (its id
   // may name another node now): its key is not memoized. Read in place in
   // the writer's queue (no copy), then freed.
-  const WriteDone* done = nullptr;
-  for (size_t n; (n = writer_->peek_done(&done)) > 0;) {
+  // The tickets are the serving thread's own lines; only a key memoized is
+  // read from the worker's.
+  const uint64_t* tickets = nullptr;
+  const StoreKey* keys = nullptr;
+  for (size_t n; (n = writer_->peek_done(&tickets, &keys)) > 0;) {
     for (size_t i = 0; i < n; ++i) {
-      const WriteDone& d = done[i];
-      const uint32_t node = uint32_t(d.ticket);
+      const uint32_t node = uint32_t(tickets[i]);
       const uint64_t job = ++drained_;
-      if (d.keyed && job_[node] == job && !keys_.known(node)) keys_.remember(node, d.key);
+      if (job_[node] == job && !keys_.known(node) && keyed(keys[i])) keys_.remember(node, keys[i]);
     }
     writer_->release_done(n);
   }
