@@ -9,8 +9,9 @@
 // handed between the serving thread and the worker without a lock (single
 // producer, single consumer): submit() and submit_run() fill the entries
 // after tail_ and publish tail_ once per call; the worker works on the entry
-// at written_ in place, stores the job's result (ticket and key) in done_
-// (apart from the entries, which only the serving thread writes) and
+// at written_ in place, stores the job's result (its key; the ticket stays
+// in tickets_) in done_ (apart from the entries, which only the serving
+// thread writes) and
 // publishes written_; take_done() (or peek_done(), in place) reads the
 // results in [head_, written_), in submission order, and frees them (head_).
 // What a run's blocks share (parent, scope, extra keys, and where its
