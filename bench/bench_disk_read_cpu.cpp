@@ -4,7 +4,7 @@
 // wall-clock figures of bench_disk_tier swing with the other processes,
 // these do not. Per block size and run length (records per load(): 16 as
 // bench_disk_tier reads, 64 or 32 MiB as the store chain reads a chunk,
-// src/core/store_chain.cpp), MB/s of payload, median over repetitions, for
+// src/core/store_chain_onboard.cpp), MB/s of payload, median over repetitions, for
 //   seq       one file of the payloads, one read() per block into 16 (or run)
 //             rotating buffers (dd bs=<block>);
 //   load      DiskStore::load() of runs, no check;

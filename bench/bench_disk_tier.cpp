@@ -231,7 +231,10 @@ void pin_to(int cpu) {
 
 kvc_cache_t* pinned_cache(const Shape& m, const std::string& disk) {
   if (!pin_threads()) return serving_cache(m, disk);
-  pin_to(1);  // the cache's threads start here and stay
+  // KVC_BENCH_TIER_CPU=0 (diagnosis): the tier's threads on the serving
+  // thread's core, so that no line the two share moves between cores.
+  const char* tier_cpu = std::getenv("KVC_BENCH_TIER_CPU");
+  pin_to(tier_cpu != nullptr ? std::atoi(tier_cpu) : 1);  // the cache's threads start here and stay
   kvc_cache_t* cache = serving_cache(m, disk);
   pin_to(0);  // the serving thread
   return cache;

@@ -264,6 +264,16 @@ struct WriteDone {
   StoreKey key;
 };
 
+// A finished job as peek_done() shows it in place: its ticket (in the
+// serving thread's own entries of the queue) and its key (the worker's):
+// a job not keyed has an all-zero key (a real key's SHA-256 digest never
+// is), so that a drain reads 40 bytes of the worker's per job, no flag.
+inline bool keyed(const StoreKey& key) {
+  uint64_t any = 0;
+  for (unsigned char b : key.digest.bytes) any |= b;
+  return any != 0;
+}
+
 // The worker that turns RecordWrites into sealed records and puts them into
 // every store, off the serving call (the core does no threads: it is
 // defined in src/store/record_writer.cpp). Rules:
@@ -300,9 +310,10 @@ class RecordWriter {
   virtual void take_done(std::vector<WriteDone>& done) = 0;
   // The same without a copy: the next jobs done, in place (one contiguous
   // span of the queue, n of them, n = 0 when none; call again after the
-  // queue's wrap), valid until release_done(n) frees them (only then may a
-  // later submit reuse their places).
-  virtual size_t peek_done(const WriteDone** done) = 0;
+  // queue's wrap): job i's ticket tickets[i], its key keys[i] (all zero:
+  // not keyed, keyed() above), valid until release_done(n) frees them (only
+  // then may a later submit reuse their places).
+  virtual size_t peek_done(const uint64_t** tickets, const StoreKey** keys) = 0;
   virtual void release_done(size_t n) = 0;
   virtual void flush() = 0;
   // Jobs finished so far (the first n accepted jobs, in submission order;

@@ -232,9 +232,11 @@ class DiskStore final : public BlockStore {
   // the store does not hold (the serving call's common case) takes no lock,
   // so it never waits for the worker, which holds mu_ while it books a
   // batch. Those lookups are counted in misses and in load.count, not
-  // sampled for the load latency.
-  HashFilter filter_;
-  std::atomic<uint64_t> fast_misses_{0};
+  // sampled for the load latency. On lines of their own: the serving
+  // thread reads the filter and counts at every lookup, the worker writes
+  // the latencies above at every batch.
+  alignas(64) HashFilter filter_;
+  alignas(64) std::atomic<uint64_t> fast_misses_{0};
   std::thread worker_;
 };
 

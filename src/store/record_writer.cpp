@@ -33,15 +33,16 @@ ThreadedRecordWriter::ThreadedRecordWriter(const RecordLayout& layout,
       part_bytes_(std::move(part_bytes)),
       stores_(std::move(stores)),
       hasher_(hash_seed),
-      record_(new unsigned char[layout.record_bytes()]),
       ring_(max_jobs == 0 ? 1 : max_jobs),
+      tickets_(ring_.size()),
       done_(ring_.size()),
       tokens_(ring_.size() * layout.tokens_per_block),
       parts_(ring_.size() * part_bytes_.size()),
       runs_(ring_.size()),
       run_bases_(ring_.size() * part_bytes_.size()),
       bases_(part_bytes_.size()),
-      accepted_(new std::atomic<uint64_t>[stores_.size()]) {
+      accepted_(new std::atomic<uint64_t>[stores_.size()]),
+      record_(new unsigned char[layout.record_bytes()]) {
   for (size_t s = 0; s < stores_.size(); ++s) accepted_[s].store(0, std::memory_order_relaxed);
   recent_cap_ = 2 * ring_.size() + 16;
   recent_.reserve(recent_cap_ + 1);
@@ -88,13 +89,13 @@ size_t ThreadedRecordWriter::submit(const RecordWrite* jobs, size_t n) {
     h.extra_digest = j.extra_digest;
     h.records = nullptr;
     Entry& e = ring_[(tail + i) % cap];
-    e.ticket = j.ticket;
+    tickets_[(tail + i) % cap] = j.ticket;
     e.priority = j.priority;
     e.starts_run = true;
     copy_into_ring(tokens_.data(), cap, T, tail + i, j.tokens, 1);
     copy_into_ring(parts_.data(), cap, G, tail + i, j.parts, 1);
   }
-  if (n > took) dropped_.fetch_add(n - took, std::memory_order_relaxed);
+  if (n > took) count_refused(n - took);
   if (took > 0) publish(tail, took);
   return took;
 }
@@ -102,7 +103,7 @@ size_t ThreadedRecordWriter::submit(const RecordWrite* jobs, size_t n) {
 size_t ThreadedRecordWriter::submit_run(const RecordRun& run) {
   const uint64_t tail = tail_.load(std::memory_order_relaxed);
   const size_t took = std::min(run.count, room());
-  if (run.count > took) dropped_.fetch_add(run.count - took, std::memory_order_relaxed);
+  if (run.count > took) count_refused(run.count - took);
   if (took == 0) return 0;
   const size_t T = layout_.tokens_per_block, G = part_bytes_.size(), cap = ring_.size();
   RunHead& h = next_head();
@@ -115,7 +116,7 @@ size_t ThreadedRecordWriter::submit_run(const RecordRun& run) {
   h.records = nullptr;
   for (size_t i = 0; i < took; ++i) {
     Entry& e = ring_[(tail + i) % cap];
-    e.ticket = run.tickets[i];
+    tickets_[(tail + i) % cap] = run.tickets[i];
     e.priority = run.priorities[i];
     e.starts_run = i == 0;
   }
@@ -156,13 +157,21 @@ void ThreadedRecordWriter::publish(uint64_t tail, size_t took) {
 
 void ThreadedRecordWriter::take_done(std::vector<WriteDone>& done) {
   const uint64_t written = written_.load(std::memory_order_acquire);
-  for (; head_ < written; ++head_) done.push_back(done_[head_ % ring_.size()]);
+  for (; head_ < written; ++head_) {
+    const size_t i = size_t(head_ % ring_.size());
+    WriteDone d;
+    d.ticket = tickets_[i];
+    d.key = done_[i];
+    d.keyed = keyed(d.key);
+    done.push_back(d);
+  }
 }
 
-size_t ThreadedRecordWriter::peek_done(const WriteDone** done) {
+size_t ThreadedRecordWriter::peek_done(const uint64_t** tickets, const StoreKey** keys) {
   const uint64_t written = written_.load(std::memory_order_acquire);
   const size_t at = size_t(head_ % ring_.size());
-  *done = done_.data() + at;
+  *tickets = tickets_.data() + at;
+  *keys = done_.data() + at;
   return size_t(std::min<uint64_t>(written - head_, ring_.size() - at));
 }
 
@@ -221,7 +230,7 @@ bool ThreadedRecordWriter::key_of(uint64_t at, StoreKey& key) {
   const int32_t* tokens = tokens_of(at);
   key.hash = hasher_.block(parent->hash, run_.scope_hash, run_.extra_hash, tokens, T);
   key.digest = block_chain_digest(parent->digest, run_.scope_digest, run_.extra_digest, tokens, T);
-  remember(e.ticket, key);
+  remember(tickets_[at % ring_.size()], key);
   last_key_ = key;
   return true;
 }
@@ -230,13 +239,13 @@ const int32_t* ThreadedRecordWriter::tokens_of(uint64_t at) const {
   const size_t i = size_t(at % ring_.size());
   if (run_.records == nullptr) return tokens_.data() + i * layout_.tokens_per_block;
   // A node record begins with its tokens (radix_tree.h).
-  return reinterpret_cast<const int32_t*>(run_.records + ring_[i].ticket * run_.stride);
+  return reinterpret_cast<const int32_t*>(run_.records + tickets_[i] * run_.stride);
 }
 
 const unsigned char* ThreadedRecordWriter::part_of(uint64_t at, size_t g) const {
   const size_t i = size_t(at % ring_.size());
   if (run_.records == nullptr) return parts_[i * part_bytes_.size() + g];
-  const uint32_t block = run_.records[ring_[i].ticket * run_.stride + run_.blocks_at + g];
+  const uint32_t block = run_.records[tickets_[i] * run_.stride + run_.blocks_at + g];
   return bases_[g] + uint64_t(block) * part_bytes_[g];
 }
 
@@ -284,22 +293,22 @@ void ThreadedRecordWriter::run() {
     }
     idle = 0;
     Entry& entry = ring_[at % ring_.size()];
-    WriteDone& done = done_[at % ring_.size()];
-    done = WriteDone{};
-    done.ticket = entry.ticket;
-    done.keyed = key_of(at, done.key);
-    if (done.keyed) {
-      write(at, done.key);
+    StoreKey key;
+    const bool is_keyed = key_of(at, key);
+    if (is_keyed) {
+      write(at, key);
       // The later stores copy the record; the first (the disk, where there
       // is one) takes the buffer itself and hands back another: no copy.
       for (size_t s = stores_.size(); s-- > 0;) {
-        took[s] = s == 0 ? stores_[s]->put_buffer(done.key.hash, entry.priority, record_)
-                         : stores_[s]->put(done.key.hash, entry.priority, record_.get());
+        took[s] = s == 0 ? stores_[s]->put_buffer(key.hash, entry.priority, record_)
+                         : stores_[s]->put(key.hash, entry.priority, record_.get());
         if (took[s]) accepted_[s].fetch_add(1, std::memory_order_relaxed);
       }
     } else {
+      key = StoreKey{};  // all zero: not keyed
       dropped_.fetch_add(1, std::memory_order_relaxed);
     }
+    done_[at % ring_.size()] = key;
     written_.store(at + 1, std::memory_order_seq_cst);
     if (flushing_.load(std::memory_order_seq_cst)) {
       std::lock_guard<std::mutex> lock(mu_);

@@ -9,8 +9,9 @@
 // handed between the serving thread and the worker without a lock (single
 // producer, single consumer): submit() and submit_run() fill the entries
 // after tail_ and publish tail_ once per call; the worker works on the entry
-// at written_ in place, stores the job's result (ticket and key) in done_
-// (apart from the entries, which only the serving thread writes) and
+// at written_ in place, stores the job's result (its key; the ticket stays
+// in tickets_) in done_ (apart from the entries, which only the serving
+// thread writes) and
 // publishes written_; take_done() (or peek_done(), in place) reads the
 // results in [head_, written_), in submission order, and frees them (head_).
 // What a run's blocks share (parent, scope, extra keys, and where its
@@ -67,14 +68,16 @@ class ThreadedRecordWriter final : public RecordWriter {
   size_t submit(const RecordWrite* jobs, size_t n) override;
   size_t submit_run(const RecordRun& run) override;
   size_t room() const override { return ring_.size() - size_t(tail_.load(std::memory_order_relaxed) - head_); }
-  void count_dropped(uint64_t n) override { dropped_.fetch_add(n, std::memory_order_relaxed); }
+  void count_dropped(uint64_t n) override { count_refused(n); }
   void take_done(std::vector<WriteDone>& done) override;
-  size_t peek_done(const WriteDone** done) override;
+  size_t peek_done(const uint64_t** tickets, const StoreKey** keys) override;
   void release_done(size_t n) override { head_ += n; }
   void flush() override;
   uint64_t finished() const override { return written_.load(std::memory_order_acquire); }
   void wait_finished(uint64_t n) override;
-  uint64_t dropped() const override { return dropped_.load(std::memory_order_relaxed); }
+  uint64_t dropped() const override {
+    return dropped_.load(std::memory_order_relaxed) + refused_.load(std::memory_order_relaxed);
+  }
   uint64_t accepted(size_t store) const override {
     return accepted_[store].load(std::memory_order_relaxed);
   }
@@ -84,13 +87,13 @@ class ThreadedRecordWriter final : public RecordWriter {
   void set_paused(bool paused) override;
 
  private:
-  // One job, as the serving thread wrote it: its tokens are tokens_[i * T,
-  // (i + 1) * T), its block addresses parts_[i * G, (i + 1) * G) (i: its
-  // place in the ring), unless its run reads them from node records
-  // (RecordRun::nodes; ticket = node id). The worker's result is in done_[i]
-  // (apart, so that the two threads write different lines).
+  // One job, as the serving thread wrote it: its ticket is tickets_[i], its
+  // tokens tokens_[i * T, (i + 1) * T), its block addresses parts_[i * G,
+  // (i + 1) * G) (i: its place in the ring), unless its run reads them from
+  // node records (RecordRun::nodes; ticket = node id). The worker's result
+  // (the key) is in done_[i], apart, so that the two threads write
+  // different lines and a drain reads only the key from the worker's.
   struct Entry {
-    uint64_t ticket = 0;
     uint32_t priority = 0;
     bool starts_run = false;  // its run's header is the worker's next in runs_
   };
@@ -119,13 +122,32 @@ class ThreadedRecordWriter final : public RecordWriter {
   bool key_of(uint64_t at, StoreKey& key);
   void write(uint64_t at, const StoreKey& key);
 
+  // The members fall in groups by who writes them, each group on lines of
+  // its own: a line one thread writes at every job and the other reads at
+  // every call moves between the cores each time (bench/results/
+  // 2026-11-29-disk-serving-r6-vm-2cpu.md: the serving thread's head_ and
+  // the ring's vectors used to share lines with the worker's last_key_ and
+  // jobs_keyed_, the worker's accepted_ with the serving thread's drops).
+
+  // Set at construction, read by both (the vectors' elements are the
+  // ring's: each written by one side, as said at each).
   const RecordLayout layout_;
   const std::vector<uint64_t> part_bytes_;
   const std::vector<BlockStore*> stores_;
   const PortableHasher hasher_;
+  std::vector<Entry> ring_;
+  std::vector<uint64_t> tickets_;            // ring_.size(): the jobs' tickets
+  std::vector<StoreKey> done_;               // ring_.size(): the worker's keys (zero: not keyed)
+  std::vector<int32_t> tokens_;              // ring_.size() * T
+  std::vector<const unsigned char*> parts_;  // ring_.size() * G
+  std::vector<RunHead> runs_;                // ring_.size()
+  std::vector<const unsigned char*> run_bases_;  // runs_.size() * G
+  std::vector<const unsigned char*> bases_;  // G: the worker's run's pools' bases
+  std::unique_ptr<std::atomic<uint64_t>[]> accepted_;  // per store (the worker adds)
+
   // The worker's record, sealed in place; handed to the first store
   // (put_buffer), which gives another buffer back.
-  std::unique_ptr<unsigned char[]> record_;
+  alignas(64) std::unique_ptr<unsigned char[]> record_;
   // The worker's: keys of its last jobs by ticket, oldest first in order_.
   // A ticket (a tree node) may come again once its node is gone: an entry
   // leaves with the job that made it (its number), not a later one's.
@@ -138,34 +160,32 @@ class ThreadedRecordWriter final : public RecordWriter {
   std::deque<std::pair<uint64_t, uint64_t>> recent_order_;  // (ticket, job number)
   size_t recent_cap_ = 0;
   uint64_t jobs_keyed_ = 0;
-
-  std::vector<Entry> ring_;
-  std::vector<WriteDone> done_;              // ring_.size(): the worker's results
-  std::vector<int32_t> tokens_;              // ring_.size() * T
-  std::vector<const unsigned char*> parts_;  // ring_.size() * G
-  std::vector<RunHead> runs_;                // ring_.size()
-  std::vector<const unsigned char*> run_bases_;  // runs_.size() * G
-  // The worker's: headers taken, the run it is in (its pools' bases), its
-  // last block's key.
+  // The worker's: headers taken, the run it is in, its last block's key.
   uint64_t runs_taken_ = 0;
   RunHead run_;
-  std::vector<const unsigned char*> bases_;  // G
   // The worker: job `at`'s tokens and its group g block's address.
   const int32_t* tokens_of(uint64_t at) const;
   const unsigned char* part_of(uint64_t at, size_t g) const;
   bool last_keyed_ = false;
   StoreKey last_key_;
+
   // The serving thread's: jobs drained (entries [head_, tail_) are in
-  // use), run headers written.
-  uint64_t head_ = 0;
+  // use), run headers written, and the jobs it refused or did not build
+  // for want of room (its own count: a plain add and store, no locked
+  // instruction; the serving calls are serialized by the cache's lock).
+  alignas(64) uint64_t head_ = 0;
   uint64_t runs_submitted_ = 0;
+  std::atomic<uint64_t> refused_{0};
+  void count_refused(uint64_t n) {
+    refused_.store(refused_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
   // Jobs submitted (written by the serving thread) and jobs done (by the
   // worker), each on a cache line of its own.
   alignas(64) std::atomic<uint64_t> tail_{0};
   alignas(64) std::atomic<uint64_t> written_{0};
-  alignas(64) std::atomic<uint64_t> dropped_{0};
-  std::unique_ptr<std::atomic<uint64_t>[]> accepted_;  // per store
-  // Sleeping and waking (never on the serving thread's common path).
+  // Sleeping and waking (never on the serving thread's common path but
+  // sleep_'s load in publish()).
+  alignas(64) std::atomic<uint64_t> dropped_{0};  // the worker's: jobs it could not key
   std::mutex mu_;
   std::condition_variable work_cv_;  // the worker sleeps for jobs, resume or stop
   std::condition_variable done_cv_;  // flush() and wait_finished() wait for written_

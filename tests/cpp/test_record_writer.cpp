@@ -453,9 +453,13 @@ TEST(RecordWriter, PeekDoneHandsTheDoneJobsInPlaceUpToTheWrap) {
   Jobs first(3);
   ASSERT_EQ(w.submit(first.writes.data(), 3), 3u);
   w.flush();
-  const WriteDone* done = nullptr;
-  ASSERT_EQ(w.peek_done(&done), 3u);
-  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(done[i].ticket, 100 + i);
+  const uint64_t* done = nullptr;
+  const StoreKey* keys = nullptr;
+  ASSERT_EQ(w.peek_done(&done, &keys), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(done[i], 100 + i);
+    EXPECT_TRUE(keyed(keys[i]));
+  }
   EXPECT_EQ(w.room(), 1u);  // not freed before release_done
   w.release_done(2);
   EXPECT_EQ(w.room(), 3u);
@@ -463,9 +467,9 @@ TEST(RecordWriter, PeekDoneHandsTheDoneJobsInPlaceUpToTheWrap) {
   ASSERT_EQ(w.submit(second.writes.data(), 3), 3u);  // places 3, 0, 1: wraps
   w.flush();
   std::vector<uint64_t> tickets;
-  for (size_t n; (n = w.peek_done(&done)) > 0;) {
+  for (size_t n; (n = w.peek_done(&done, &keys)) > 0;) {
     EXPECT_LE(n, 2u);  // [2, 4) then [0, 2)
-    for (size_t i = 0; i < n; ++i) tickets.push_back(done[i].ticket);
+    for (size_t i = 0; i < n; ++i) tickets.push_back(done[i]);
     w.release_done(n);
   }
   EXPECT_EQ(tickets, (std::vector<uint64_t>{102, 110, 111, 112}));
