@@ -40,6 +40,8 @@
 
 namespace kvc {
 
+class CommitHashes;  // sequence_publish.cpp
+
 // Longest sequence, in tokens: lengths and offsets are int32 in the tables
 // attention kernels take.
 constexpr uint64_t kMaxSequenceTokens = 0x7fffffff;
@@ -178,13 +180,13 @@ class Sequences {
   // the one before (which the caller found childless) that s holds alone,
   // in a model without windowed groups, extra keys or events (commit's
   // lean loop); stops at `end`, at a full tree or at the first other block.
-  void commit_chain(Sequence& s, uint64_t first, uint64_t end, uint64_t now);
+  void commit_chain(Sequence& s, CommitHashes& hashes, uint64_t end, uint64_t now);
   // A new node for s's block b under `key`, published at now_ms: its blocks
   // point to it.
   uint32_t link_new_node(Sequence& s, uint64_t b, const BlockKey& key, uint64_t now_ms);
   // block_hashes_[b - first] = the chained hash of block b's key, for
-  // b in [first, end) (block_extras_ already encoded).
-  void hash_blocks(const Sequence& s, uint64_t first, uint64_t end);
+  // b in [first, end), with block_extras_ (already encoded).
+  void hash_blocks_with_extras(const Sequence& s, uint64_t first, uint64_t end);
 
   // sequence_release.cpp
   void release_position(Sequence& s, uint64_t b);
