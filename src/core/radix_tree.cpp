@@ -149,7 +149,7 @@ bool RadixTree::free_run_at(uint32_t id) const {
 
 uint32_t RadixTree::take_start() {
   uint32_t id = recent_;
-  if (id == kNoNode || !free_run_at(id)) {
+  if (!recent_run()) {  // next_start() from the cursor, which moves past it
     id = first_free_from(cursor_);
     cursor_ = id + 1 < id_bound() ? id + 1 : 1;
   }
@@ -365,15 +365,7 @@ uint32_t RadixTree::insert(const BlockKey& key, const uint32_t* blocks) {
   NodeExtra extra;
   if (!key.extra->empty()) extra.assign(std::string(*key.extra));  // the only allocation, before any change
   const uint32_t parent = key.parent;
-  // The chain successor's id when it is free (a dead node), else a chain
-  // start's.
-  uint32_t id;
-  if (parent != kRoot && uint64_t(parent) + 1 < nodes_.size() && is_free(parent + 1)) {
-    id = parent + 1;
-    take_free(id);
-  } else {
-    id = take_start();
-  }
+  const uint32_t id = take_id(parent);
   ++size_;
   // Every field written once (a publish run writes millions of nodes).
   TreeNode& t = nodes_[id];
@@ -403,21 +395,8 @@ uint32_t RadixTree::insert(const BlockKey& key, const uint32_t* blocks) {
   r[head_at_ + kNumTokens] = key.num_tokens;
   r[head_at_ + kHasExtra] = has_extra ? 1 : 0;
   for (uint32_t g = 0; g < num_groups_; ++g) r[blocks_at_ + g] = blocks[g];
-  ++nodes_[parent].num_children;
-  if (!links_.empty()) {
-    ChildLinks& l = links_[id];
-    l = ChildLinks{};
-    l.next_sibling = links_[parent].first_child;
-    if (l.next_sibling != kNoNode) links_[l.next_sibling].prev_sibling = id;
-    links_[parent].first_child = id;
-  }
-
-  if (in_tables) {
-    const uint32_t tag = tag_of(key.hash);
-    table_insert(buckets_, home(tag), table_mask_, (uint64_t(tag) << 32) | id);
-    table_insert(first_buckets_, home(t.first_tag), table_mask_,
-                 (uint64_t(t.first_tag) << 32) | id);
-  }
+  link_child(id, parent);
+  if (in_tables) table_insert_node(id, key.hash, t.first_tag);
   return id;
 }
 

@@ -352,12 +352,37 @@ class RadixTree {
   // free ids starts there (a chain evicted whole, its lowest id freed last,
   // is taken back whole while its lines are still in cache), else the
   // first free id at the cursor.
-  uint32_t next_start() const {
-    return recent_ != kNoNode && free_run_at(recent_) ? recent_ : first_free_from(cursor_);
-  }
+  uint32_t next_start() const { return recent_run() ? recent_ : first_free_from(cursor_); }
+  // Whether next_start() is the id freed last (a run of 16 free ids starts there).
+  bool recent_run() const { return recent_ != kNoNode && free_run_at(recent_); }
   // Takes next_start() for a chain start (a node whose parent's successor
   // is not free); the cursor moves past an id it gave.
   uint32_t take_start();
+  // insert()'s and insert_plain()'s common steps. The id of a new child of
+  // `parent`: the chain successor's when it is free, else a chain start's.
+  KVC_ALWAYS_INLINE uint32_t take_id(uint32_t parent) {
+    if (parent != kRoot && uint64_t(parent) + 1 < nodes_.size() && is_free(parent + 1)) {
+      take_free(parent + 1);
+      return parent + 1;
+    }
+    return take_start();
+  }
+  // New node `id` becomes a child of `parent` (its count and links).
+  KVC_ALWAYS_INLINE void link_child(uint32_t id, uint32_t parent) {
+    ++nodes_[parent].num_children;
+    if (links_.empty()) return;
+    ChildLinks& l = links_[id];
+    l = ChildLinks{};
+    l.next_sibling = links_[parent].first_child;
+    if (l.next_sibling != kNoNode) links_[l.next_sibling].prev_sibling = id;
+    links_[parent].first_child = id;
+  }
+  // New node `id` enters both tables (a chain start: tabled()).
+  KVC_ALWAYS_INLINE void table_insert_node(uint32_t id, uint64_t hash, uint32_t first_tag) {
+    const uint32_t tag = tag_of(hash);
+    table_insert(buckets_, home(tag), table_mask_, (uint64_t(tag) << 32) | id);
+    table_insert(first_buckets_, home(first_tag), table_mask_, (uint64_t(first_tag) << 32) | id);
+  }
   BigArray<uint64_t> buckets_;        // by block hash
   BigArray<uint64_t> first_buckets_;  // by (parent, scope, first token)
   FirstTokenKey first_key_;
@@ -371,16 +396,8 @@ KVC_ALWAYS_INLINE uint32_t RadixTree::insert_plain(uint32_t parent, uint32_t sco
                                                    const int32_t* tokens, uint64_t hash,
                                                    const uint32_t* blocks, uint8_t priority,
                                                    uint64_t now_ms) {
-  // As insert(): the chain successor's id when it is free, else a chain
-  // start's.
-  uint32_t id;
+  const uint32_t id = take_id(parent);  // (parent is not the root)
   TreeNode* const nodes = nodes_.data();
-  if (uint64_t(parent) + 1 < nodes_.size() && is_free(parent + 1)) {
-    id = parent + 1;
-    take_free(id);
-  } else {
-    id = take_start();
-  }
   ++size_;
   const uint32_t T = tokens_per_block_;
   const bool in_tables = id != parent + 1;
@@ -404,20 +421,8 @@ KVC_ALWAYS_INLINE uint32_t RadixTree::insert_plain(uint32_t parent, uint32_t sco
   const uint32_t head[kHeadWords] = {parent, scope, T, 0};
   std::memcpy(r + head_at_, head, sizeof(head));
   for (uint32_t g = 0; g < num_groups_; ++g) r[blocks_at_ + g] = blocks[g];
-  ++nodes[parent].num_children;
-  if (!links_.empty()) {
-    ChildLinks& l = links_[id];
-    l = ChildLinks{};
-    l.next_sibling = links_[parent].first_child;
-    if (l.next_sibling != kNoNode) links_[l.next_sibling].prev_sibling = id;
-    links_[parent].first_child = id;
-  }
-  if (in_tables) {
-    const uint32_t tag = tag_of(hash);
-    table_insert(buckets_, home(tag), table_mask_, (uint64_t(tag) << 32) | id);
-    table_insert(first_buckets_, home(t.first_tag), table_mask_,
-                 (uint64_t(t.first_tag) << 32) | id);
-  }
+  link_child(id, parent);
+  if (in_tables) table_insert_node(id, hash, t.first_tag);
   return id;
 }
 

@@ -9,9 +9,9 @@ namespace kvc {
 
 static_assert(StoreKeys::kRootNode == RadixTree::kRoot, "StoreKeys names the root by its id");
 
-StoreKeys::StoreKeys(const PrefixIndex& index, uint32_t max_nodes, uint32_t tokens_per_block,
+StoreKeys::StoreKeys(const PrefixIndex& index, uint32_t id_bound, uint32_t tokens_per_block,
                      uint64_t seed)
-    : index_(index), T_(tokens_per_block), hasher_(seed), keys_(max_nodes), valid_(max_nodes, 0) {}
+    : index_(index), T_(tokens_per_block), hasher_(seed), keys_(id_bound), valid_(id_bound, 0) {}
 
 const StoreKey& StoreKeys::node_key(uint32_t node) {
   if (node == RadixTree::kRoot) return root_;

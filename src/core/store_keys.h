@@ -35,7 +35,8 @@ void chain_prompt_keys(const PortableHasher& hasher, uint32_t T, const StoreKey&
 class StoreKeys {
  public:
   static constexpr uint32_t kRootNode = 0;  // RadixTree::kRoot
-  StoreKeys(const PrefixIndex& index, uint32_t max_nodes, uint32_t tokens_per_block,
+  // id_bound: the tree's node ids are below it (RadixTree::id_bound()).
+  StoreKeys(const PrefixIndex& index, uint32_t id_bound, uint32_t tokens_per_block,
             uint64_t seed);
 
   // The key of live node `node` (kRoot: the zero key). Every node on its path
