@@ -2,6 +2,7 @@
 // node each in the prefix index, or the node already there); remove
 // publishes a partial tail with partial reuse on (publish_tail).
 #include <algorithm>
+#include <optional>
 #include <string>
 
 #include "core/key_builder.h"
@@ -19,18 +20,19 @@ namespace kvc {
 class CommitHashes {
  public:
   // All of them already in `out` (blocks with extra keys: hash_blocks_with_extras).
+  // No chain is seeded then: upto() never makes one.
   CommitHashes(uint64_t* out, uint64_t first, uint64_t end)
-      : out_(out), s_(nullptr), first_(first), end_(end), done_(end),
-        T_(0), chain_(0, 0, 1) {}
+      : out_(out), s_(nullptr), first_(first), end_(end), done_(end), T_(0) {}
   // Made on demand (upto) from the hash of block first - 1's key.
   CommitHashes(uint64_t* out, const Sequence& s, uint64_t first, uint64_t end,
                uint64_t parent_hash, uint64_t scope_digest, uint32_t tokens_per_block)
-      : out_(out), s_(&s), first_(first), end_(end), done_(first), T_(tokens_per_block),
-        chain_(parent_hash, scope_digest, tokens_per_block) {}
+      : out_(out), s_(&s), first_(first), end_(end), done_(first), T_(tokens_per_block) {
+    chain_.emplace(parent_hash, scope_digest, tokens_per_block);
+  }
   // Makes the hashes of every block before b (at most end).
   KVC_ALWAYS_INLINE void upto(uint64_t b) {
     if (b > end_) b = end_;
-    for (; done_ < b; ++done_) out_[done_ - first_] = chain_.next(s_->token_at(done_ * T_));
+    for (; done_ < b; ++done_) out_[done_ - first_] = chain_->next(s_->token_at(done_ * T_));
   }
   // Block b's (b < a bound given to upto).
   uint64_t operator[](uint64_t b) const { return out_[b - first_]; }
@@ -40,7 +42,7 @@ class CommitHashes {
   const Sequence* s_;
   uint64_t first_, end_, done_;
   uint32_t T_;
-  BlockChain chain_;
+  std::optional<BlockChain> chain_;
 };
 
 void Sequences::commit(uint64_t id, uint64_t num_computed) {
@@ -67,13 +69,10 @@ void Sequences::commit(uint64_t id, uint64_t num_computed) {
       hash_blocks_with_extras(s, first, end);
     }
   }
-  // Block b's hash chains on its parent's, which is the hash of block b-1's
-  // key (a node found or made under that key carries it).
   CommitHashes hashes =
       extras || end <= first
           ? CommitHashes(block_hashes_.data(), first, end)
-          : CommitHashes(block_hashes_.data(), s, first, end,
-                         first == 0 ? 0 : tree_.node(s.nodes[first - 1]).hash,
+          : CommitHashes(block_hashes_.data(), s, first, end, chain_start_hash(s, first),
                          index_.scope_digest(s.scope), T_);
   // Apply: publish every full computed block not yet published, in order
   // (also ones an earlier commit had to leave while a fork sibling shared
@@ -199,12 +198,15 @@ void Sequences::commit_chain(Sequence& s, CommitHashes& hashes, uint64_t end, ui
   s.published = b;
 }
 
+uint64_t Sequences::chain_start_hash(const Sequence& s, uint64_t first) const {
+  // Block first's hash chains on its parent's, which is the hash of block
+  // first-1's key (a node found or made under that key carries it).
+  return first == 0 ? 0 : tree_.node(s.nodes[first - 1]).hash;
+}
+
 void Sequences::hash_blocks_with_extras(const Sequence& s, uint64_t first, uint64_t end) {
-  // Block b's hash chains on its parent's, which is the hash of block b-1's
-  // key (a node found or made under that key carries it).
-  const uint64_t parent_hash = first == 0 ? 0 : tree_.node(s.nodes[first - 1]).hash;
   const uint64_t digest = index_.scope_digest(s.scope);
-  uint64_t h = parent_hash;
+  uint64_t h = chain_start_hash(s, first);
   for (uint64_t b = first; b < end; ++b) {
     const std::string& extra = block_extras_[b - first];
     const uint64_t extra_digest = extra.empty() ? 0 : hash_bytes(extra.data(), extra.size());

@@ -184,6 +184,8 @@ class Sequences {
   // A new node for s's block b under `key`, published at now_ms: its blocks
   // point to it.
   uint32_t link_new_node(Sequence& s, uint64_t b, const BlockKey& key, uint64_t now_ms);
+  // The hash block `first`'s key chains on: block first-1's (0 at the start).
+  uint64_t chain_start_hash(const Sequence& s, uint64_t first) const;
   // block_hashes_[b - first] = the chained hash of block b's key, for
   // b in [first, end), with block_extras_ (already encoded).
   void hash_blocks_with_extras(const Sequence& s, uint64_t first, uint64_t end);
