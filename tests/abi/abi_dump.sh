@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
-# Builds libkvcache the way the ABI baseline is built (-g -Og, CPU backend
+# Builds libkvcache the way the ABI baseline is built (-Og, CPU backend
 # only, so the dump does not depend on the machine having nvcc; xxhash's
 # forced inlining does not build at -Og, so its hints are off) in WORK and
 # dumps the ABI of its public headers with abi-dumper.
+# Debug information comes from the C API's sources only (src/capi: every
+# exported function is defined there, so their DWARF carries every public
+# type). The internals' DWARF, most of the library's, is what abi-dumper
+# spent its time reading (78 s of a 143 s check on 2 cores, now 18 s of 60);
+# a dump made with it and one made without are equal to
+# abi-compliance-checker both ways (0 problems, 0 warnings) and export the
+# same functions.
 # With --break, first applies two deliberate ABI breaks to the copied tree
 # (a field inserted mid-struct and a widened return type), so the suite can
 # prove that the checker catches breaks.
@@ -24,9 +31,15 @@ if [ "$mode" = "--break" ]; then
   grep -q 'uint64_t kvc_version(void)' "$work/tree/cmake/version.h.in" || { echo "abi_dump: break 2 not applied"; exit 2; }
 fi
 
+cat >>"$work/tree/CMakeLists.txt" <<'CMAKE'
+# abi_dump.sh: debug information for the C API's sources only.
+file(GLOB abi_dump_capi_sources ${CMAKE_CURRENT_SOURCE_DIR}/src/capi/*.cpp)
+set_source_files_properties(${abi_dump_capi_sources} TARGET_DIRECTORY kvcache_objects
+                            PROPERTIES COMPILE_OPTIONS -g)
+CMAKE
 cmake -S "$work/tree" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
-  -DCMAKE_C_FLAGS_DEBUG="-g -Og" \
-  -DCMAKE_CXX_FLAGS_DEBUG="-g -Og -DXXH_NO_INLINE_HINTS=1" -DKVCACHE_CUDA=OFF \
+  -DCMAKE_C_FLAGS_DEBUG="-Og" \
+  -DCMAKE_CXX_FLAGS_DEBUG="-Og -DXXH_NO_INLINE_HINTS=1" -DKVCACHE_CUDA=OFF \
   -DKVCACHE_BUILD_TESTS=OFF -DKVCACHE_BUILD_EXAMPLES=OFF -DKVCACHE_BUILD_BENCH=OFF \
   -DKVCACHE_BUILD_BINDINGS=OFF >/dev/null
 cmake --build "$work/build" --target kvcache >/dev/null
