@@ -49,4 +49,13 @@ cp "$work/tree/include/kvcache/"*.h "$work/build/include/kvcache/version.h" "$wo
 version=$(sed -n 's/^#define KVC_VERSION_STRING "\(.*\)"$/\1/p' "$work/headers/kvcache/version.h")
 abi-dumper "$work/build/libkvcache.so" -o "$out" -lver "$version" \
   -public-headers "$work/headers" -quiet >/dev/null
+# Every exported function must be in the dump with its types: one defined
+# outside src/capi has no debug information here.
+exported=$(nm -D --defined-only "$work/build/libkvcache.so" | awk '$3 ~ /^kvc_/ {sub(/@.*/, "", $3); print $3}' | sort -u)
+dumped=$(grep -oE "'ShortName' => 'kvc_[a-z0-9_]+'" "$out" | sed "s/.*=> '\(.*\)'/\1/" | sort -u)
+missing=$(comm -23 <(echo "$exported") <(echo "$dumped"))
+if [ -n "$missing" ]; then
+  echo "abi_dump: exported but not in the dump (defined outside src/capi?): $missing"
+  exit 2
+fi
 echo "abi_dump: $out (kvcache $version${mode:+, $mode})"
