@@ -15,6 +15,11 @@
 # pinned to one core (taskset -c $PIN, default 2) where taskset exists. On
 # the GPU machine, source tests/gpu/device_env.sh first and pass its DEPS:
 #   source tests/gpu/device_env.sh && DEPS=$DEPS bench/core_ab.sh ...
+# CORE_RUNS (default 1): bench_core runs per tree in each round, each a
+# sample of the table's median and min-max. On a noisy machine one run per
+# round is too few (the same binary's commit row moved 37-58 us within
+# minutes on the 2-core VM, bench/results/2026-11-29-commit-hashes-vm-2cpu.md):
+# interference only adds time, so the min beside the median says more.
 set -euo pipefail
 OLD=$(cd "$1" && pwd)
 NEW=$(cd "$2" && pwd)
@@ -47,8 +52,10 @@ for rep in $(seq 1 "$REPS"); do
   for side in old new; do
     b=$B_OLD; [ $side = new ] && b=$B_NEW
     # bench_core: the rows a tree has (an old tree may lack the new ones).
-    LD_LIBRARY_PATH=$b "${PIN[@]}" "$b/bench/bench_core" --benchmark_filter='AddCached32K/|DecodeStep512|Evict1000|ChainedHash16/|Commit32KNew|AddNew128K' \
-      >"$OUT/core-$side-$rep.txt" 2>&1 || true
+    for run in $(seq 1 "${CORE_RUNS:-1}"); do
+      LD_LIBRARY_PATH=$b "${PIN[@]}" "$b/bench/bench_core" --benchmark_filter='AddCached32K/|DecodeStep512|Evict1000|ChainedHash16/|Commit32KNew|AddNew128K' \
+        >"$OUT/core-$side-$rep-$run.txt" 2>&1 || true
+    done
     for s in "${SIMS[@]}"; do
       name=${s%%|*}
       # shellcheck disable=SC2086
@@ -59,7 +66,7 @@ for rep in $(seq 1 "$REPS"); do
 done
 
 python3 - "$OUT" "$REPS" <<'EOF'
-import json, re, statistics, sys, os
+import glob, json, re, statistics, sys, os
 out, reps = sys.argv[1], int(sys.argv[2])
 def med(v): return f"{statistics.median(v):.1f} ({min(v):.1f}-{max(v):.1f})" if v else "n/a"
 rows = []
@@ -87,9 +94,7 @@ lines.append("|---|---|---|")
 pat = re.compile(r"^\| (.+?)\s+\|\s+([0-9.]+) (us|ns) \|")
 figs = {}
 for side in ["old", "new"]:
-    for r in range(1, reps + 1):
-        p = f"{out}/core-{side}-{r}.txt"
-        if not os.path.exists(p): continue
+    for p in sorted(glob.glob(f"{out}/core-{side}-*.txt")):
         for line in open(p):
             m = pat.match(line)
             if m: figs.setdefault(m.group(1).strip() + " (" + m.group(3) + ")", {}).setdefault(side, []).append(float(m.group(2)))
