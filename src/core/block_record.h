@@ -63,6 +63,16 @@ struct StoreKey {
   ChainDigest digest;  // zero for the root
 };
 
+// Whether a key is a block's: the record writer stores an all-zero key for
+// a job it could not key (its parent's key was unknown to it: nothing was
+// written; never expected, counted as a drop). A real key's SHA-256 digest
+// is never all zero.
+inline bool keyed(const StoreKey& key) {
+  uint64_t any = 0;
+  for (unsigned char b : key.digest.bytes) any |= b;
+  return any != 0;
+}
+
 constexpr uint32_t kRecordVersion = 1;
 constexpr size_t kRecordFixedHeader = 128;
 

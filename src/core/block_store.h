@@ -199,12 +199,12 @@ std::vector<std::unique_ptr<BlockStore>> open_block_stores(const StoreSettings& 
 // The key (portable hash and SHA-256 chain digest, store_keys.h) is built
 // by the writer's thread, off the serving call: it chains on `parent`, or,
 // when parent_ticket is set, on the key of that earlier job (the parent's
-// blocks were committed by a job still queued or not yet taken back by the
-// core). The writer hands each key back with the job's ticket, and the core
-// memoizes it.
+// blocks were committed by a job the core did not see finished yet). The
+// writer stores each job's key in the core's key table at the job's ticket
+// (open_record_writer), where the core finds it once the job is finished.
 struct RecordWrite {
   static constexpr uint64_t kNoTicket = UINT64_MAX;
-  uint64_t ticket = 0;  // the core's name for the job, handed back by take_done()
+  uint64_t ticket = 0;  // the core's name for the job: its key goes to key_table[ticket]
   uint64_t parent_ticket = kNoTicket;  // chain on that job's key instead of `parent`
   StoreKey parent;                     // the parent's key (zero: a prompt's first block)
   uint64_t scope_hash = 0;             // the block's scope: portable digest,
@@ -238,7 +238,7 @@ struct NodeRecords {
 // `parent` or on the job parent_ticket names, as a RecordWrite does; block
 // i's tokens are tokens[i * T, (i + 1) * T) and its parts parts[i * G,
 // (i + 1) * G) (G = the layout's groups); each block keeps its own ticket and
-// priority and ends in take_done() on its own. submit_run() copies what the
+// priority and is a job of its own (its key at its ticket). submit_run() copies what the
 // run points at (not the bytes), in a few memcpys.
 struct RecordRun {
   uint64_t parent_ticket = RecordWrite::kNoTicket;
@@ -256,31 +256,14 @@ struct RecordRun {
   const NodeRecords* nodes = nullptr;
 };
 
-// A job the writer finished: keyed unless its parent's key was unknown to it
-// (then nothing was written; never expected, counted as a drop).
-struct WriteDone {
-  uint64_t ticket = 0;
-  bool keyed = false;
-  StoreKey key;
-};
-
-// A finished job as peek_done() shows it in place: its ticket (in the
-// serving thread's own entries of the queue) and its key (the worker's):
-// a job not keyed has an all-zero key (a real key's SHA-256 digest never
-// is), so that a drain reads 40 bytes of the worker's per job, no flag.
-inline bool keyed(const StoreKey& key) {
-  uint64_t any = 0;
-  for (unsigned char b : key.digest.bytes) any |= b;
-  return any != 0;
-}
-
 // The worker that turns RecordWrites into sealed records and puts them into
 // every store, off the serving call (the core does no threads: it is
 // defined in src/store/record_writer.cpp). Rules:
 //  - submit() never waits: a full queue (max_jobs) refuses the job, counted
 //    in dropped().
-//  - Each accepted job ends exactly once in take_done() (written, or dropped
-//    by a store), after which the writer no longer reads its parts.
+//  - Each accepted job is finished exactly once (written, or dropped by a
+//    store), in submission order, after which the writer no longer reads
+//    its parts; its key is then in the key table at its ticket.
 //  - flush() waits until every job submitted before it is done (its record
 //    put into the stores or dropped by them: CPU work, never the stores'
 //    I/O; the caller flushes the stores for that); the destructor finishes
@@ -304,22 +287,15 @@ class RecordWriter {
   virtual size_t room() const = 0;
   // Counts n jobs the caller did not submit for want of room() as dropped.
   virtual void count_dropped(uint64_t n) = 0;
-  // Appends the jobs done since the last call, with their keys, in the
-  // order they were submitted; cheap when there are none (one atomic load).
-  // A job's queue place is free again only once it was taken here.
-  virtual void take_done(std::vector<WriteDone>& done) = 0;
-  // The same without a copy: the next jobs done, in place (one contiguous
-  // span of the queue, n of them, n = 0 when none; call again after the
-  // queue's wrap): job i's ticket tickets[i], its key keys[i] (all zero:
-  // not keyed, keyed() above), valid until release_done(n) frees them (only
-  // then may a later submit reuse their places).
-  virtual size_t peek_done(const uint64_t** tickets, const StoreKey** keys) = 0;
-  virtual void release_done(size_t n) = 0;
+  // Frees the queue places of the first n accepted jobs (n <= finished()),
+  // so that later submits may take them; a place is free again only then.
+  // The serving thread's own count: no line of the worker's written.
+  virtual void release(uint64_t n) = 0;
   virtual void flush() = 0;
   // Jobs finished so far (the first n accepted jobs, in submission order;
   // one acquire load): a job numbered j (1 for the first accepted) no
-  // longer reads its parts once finished() >= j, even before take_done()
-  // hands it back. The core stamps each written block with its job's
+  // longer reads its parts once finished() >= j, and its key is then in
+  // the key table (read after this load). The core stamps each written block with its job's
   // number and checks it here before a block leaves the tree (store_chain.h).
   virtual uint64_t finished() const = 0;
   // Waits until finished() >= n (n <= the jobs accepted): CPU work, never
@@ -334,10 +310,14 @@ class RecordWriter {
 
 // A writer into `stores` (not owned; they outlive it) for records of
 // `layout` whose payload is the concatenation of part_bytes; portable
-// hashes with `hash_seed` (kvc_config_set_event_hash_seed).
+// hashes with `hash_seed` (kvc_config_set_event_hash_seed). Each job's key
+// goes to key_table[ticket] (tickets < key_table_size; the table outlives
+// the writer): the worker writes an entry only while its job is out, the
+// core reads or writes it only while no job of that ticket is out.
 std::unique_ptr<RecordWriter> open_record_writer(const RecordLayout& layout,
                                                  std::vector<uint64_t> part_bytes,
                                                  std::vector<BlockStore*> stores, size_t max_jobs,
-                                                 uint64_t hash_seed);
+                                                 uint64_t hash_seed, StoreKey* key_table,
+                                                 size_t key_table_size);
 
 }  // namespace kvc

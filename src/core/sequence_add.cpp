@@ -36,8 +36,9 @@ bool Sequences::try_add(uint64_t id, const int32_t* tokens, uint64_t n,
       encode_scope(options.has_salt, options.salt, options.has_lora, options.lora_id);
   std::vector<ExtraKey> extras = sorted_extras(options);
 
-  // Write-through jobs done since the last call give their blocks back.
-  if (stores_ != nullptr) stores_->drain();
+  // Victims deferred for their write-through jobs go back to the eviction
+  // queue once those are finished (only when there are any).
+  if (stores_ != nullptr) stores_->requeue_deferred_if_any();
   Reservation& r = reservation_;
   AddPlan& plan = add_plan_;
   if (!plan_add(tokens, n, scope_bytes, extras, r, plan)) {

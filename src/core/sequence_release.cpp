@@ -165,10 +165,9 @@ void Sequences::remove(uint64_t id) {
   }
   index_.unref_scope(s.scope);
   recycle(seqs_.erase(id));
-  // Write-through jobs done since the last call give their blocks back here
-  // too: the call that caches a sequence's blocks without the tiers caches
-  // those of the jobs done meanwhile (the next add would, later).
-  if (stores_ != nullptr) stores_->drain();
+  // Victims deferred for their write-through jobs go back to the eviction
+  // queue here too once those are finished (the next add would, later).
+  if (stores_ != nullptr) stores_->requeue_deferred_if_any();
 }
 
 std::unique_ptr<Sequence> Sequences::new_sequence(uint64_t tokens) {

@@ -89,9 +89,11 @@ StoreChain::StoreChain(const CacheConfig& config, const GroupLayout& layout,
     uint64_t sets = UINT64_MAX;  // block sets: the smallest pool's blocks
     for (const auto& pm : memory) sets = std::min(sets, pm->num_blocks());
     const size_t jobs = size_t(std::min<uint64_t>(kMaxWriteJobs, std::max<uint64_t>(16, sets / 4)));
-    writer_ = open_record_writer(layout_, group_bytes_, std::move(raw), jobs,
-                                 config.event_hash_seed);
     job_.assign(index.tree().id_bound(), 0);
+    keys_.attach_writer(&job_, &finished_);
+    writer_ = open_record_writer(layout_, group_bytes_, std::move(raw), jobs,
+                                 config.event_hash_seed, keys_.key_table(),
+                                 keys_.key_table_size());
     deferred_flag_.assign(index.tree().id_bound(), 0);
   }
 }
@@ -272,11 +274,12 @@ void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end,
 }
 
 void StoreChain::start_run(uint32_t parent, const StoreKeys::ScopeKeys& sk) {
-  // What its first block chains on. A parent whose own job is not drained
-  // yet (its key not memoized: the writer's) chains on that job's key.
+  // What its first block chains on. A parent whose own job was not seen
+  // finished (its key the writer's) chains on that job's key: the writer
+  // remembers it (the job is one of the last ring's worth).
   run_.parent_ticket = RecordWrite::kNoTicket;
   run_.parent = StoreKey{};
-  if (parent != RadixTree::kRoot && job_[parent] > drained_) run_.parent_ticket = parent;
+  if (parent != RadixTree::kRoot && job_[parent] > finished_) run_.parent_ticket = parent;
   else run_.parent = keys_.node_key(parent);  // memoized (the writer's), or made now
   run_.scope_hash = sk.hash;
   run_.scope_digest = sk.digest;
@@ -405,23 +408,11 @@ void StoreChain::snapshot(std::vector<kvc_snapshot_entry_t>& out) const {
 
 void StoreChain::drain() {
   if (!writer_) return;
-  // Done entries come in submission order: the i-th is job drained_ + i + 1.
-  // A node stamped with another job (or none) left the tree since (its id
-  // may name another node now): its key is not memoized. Read in place in
-  // the writer's queue (no copy), then freed.
-  // The tickets are the serving thread's own lines; only a key memoized is
-  // read from the worker's.
-  const uint64_t* tickets = nullptr;
-  const StoreKey* keys = nullptr;
-  for (size_t n; (n = writer_->peek_done(&tickets, &keys)) > 0;) {
-    for (size_t i = 0; i < n; ++i) {
-      const uint32_t node = uint32_t(tickets[i]);
-      const uint64_t job = ++drained_;
-      if (job_[node] == job && !keys_.known(node) && keyed(keys[i])) keys_.remember(node, keys[i]);
-    }
-    writer_->release_done(n);
-  }
-  if (drained_ > finished_) finished_ = drained_;  // a drained job is finished
+  // The jobs finished give their ring places back; their keys stay where
+  // the writer put them (the key table, read when a key is needed), so a
+  // drain reads the worker's count and nothing per job.
+  finished_ = writer_->finished();
+  writer_->release(finished_);
   if (!deferred_.empty()) requeue_deferred();
 }
 
@@ -439,9 +430,9 @@ void StoreChain::count_holdings(Holdings&) const {
   // stamped with a job the writer accepted.
   if (!writer_) return;
   const RadixTree& tree = index_.tree();
-  if (drained_ > submitted_ || finished_ > submitted_)
-    fail(KVC_ERR_INTERNAL, "cache invariant broken: write jobs drained " + std::to_string(drained_) +
-                               " or finished " + std::to_string(finished_) + " > submitted " +
+  if (finished_ > submitted_)
+    fail(KVC_ERR_INTERNAL, "cache invariant broken: write jobs finished " +
+                               std::to_string(finished_) + " > submitted " +
                                std::to_string(submitted_));
   for (uint32_t n = 0; n < job_.size(); ++n) {
     if (deferred_flag_[n] && job_[n] == 0)

@@ -9,7 +9,7 @@
 //    key chains on (the parent's key, or the parent's job when that is still
 //    out; the scope's digests), tokens, priority and its blocks' addresses;
 //    the writer makes the key (portable hash and SHA-256 chain digest) and
-//    hands it back to be memoized per node. No reference is taken: each
+//    stores it in the per-node key table (StoreKeys). No reference is taken: each
 //    node written is stamped with its job's number (job_), and the writer
 //    publishes how many jobs it finished (RecordWriter::finished, monotone,
 //    in submission order). A block whose job is not finished is cached and
@@ -36,11 +36,13 @@
 //    the job is finished: the record's words are written at insert, before
 //    the run's publication, and changed again only after leaving() (erase,
 //    a host-tier move: HostTier::offload_node calls it before it renames
-//    the node's blocks) or a settle() (a resize). Done jobs come back
-//    through the writer's ring, which the core drains at its next add,
-//    remove, commit short of room or flush (settle()): a drain reads them
-//    in place (peek_done), memoizes each job's key for its node if the node
-//    is still the one stamped, and frees the ring's entries.
+//    the node's blocks) or a settle() (a resize). The writer stores each
+//    job's key in the core's key table at its node (StoreKeys), where it
+//    is the node's key once the core has seen the job finished; the serving
+//    thread reads the writer's count only when it must (a commit short of
+//    ring room, a victim whose job it has not seen finished, deferred
+//    victims to queue again, a flush: drain(), pending(), leaving()), and
+//    a key only when it needs it (a run's parent, a lookup's start).
 //    Why at commit: the serving call then does no hashing, copy, checksum
 //    or queue copy (only the job, into the writer's ring without a lock),
 //    an eviction of a stored block does nothing per block, and a
@@ -213,11 +215,18 @@ class StoreChain {
   // of one priority, without a look at each node.
   void committed(const Sequence& s, uint64_t first, uint64_t end, uint64_t chain_begin = 0,
                  uint64_t chain_end = 0);
-  // Takes back the write jobs done (cheap when none): frees their ring
-  // entries and memoizes their keys. An add and a remove drain; a commit
-  // only when the queue lacks room for its blocks (a decode loop that only
-  // commits still frees the queue).
+  // Reads the writer's count of finished jobs (one load of the worker's
+  // line, nothing per job: their keys stay in the key table, StoreKeys),
+  // frees their ring places and queues again the deferred victims whose
+  // jobs are finished. A commit drains when the queue lacks room for its
+  // blocks (so a decode loop that only commits still frees the queue).
   void drain();
+  // An add's and a remove's look at the writer: only when victims wait for
+  // their jobs (deferred), so that a call with none reads no line of the
+  // worker's.
+  void requeue_deferred_if_any() {
+    if (!deferred_.empty()) drain();
+  }
   // Waits for every queued write and drains (a reset, a resize, a flush,
   // tests).
   void settle();
@@ -269,8 +278,8 @@ class StoreChain {
   // victims were deferred.
   uint64_t write_waits() const { return write_waits_; }
   uint64_t deferrals() const { return deferrals_; }
-  // Jobs submitted and not yet drained.
-  uint64_t jobs_out() const { return submitted_ - drained_; }
+  // Jobs submitted and not seen finished (as the count was last read).
+  uint64_t jobs_out() const { return submitted_ - finished_; }
   // Whether offer() does anything (not while writing through at commit):
   // without, eviction may take its fast path (Eviction::can_evict_ahead).
   bool offers_at_eviction() const { return !(write_through() && direct_); }
@@ -384,11 +393,10 @@ class StoreChain {
   // Per node: the number of its write job (1 for the first job the writer
   // accepted), 0 for none; cleared when the node leaves (leaving()). A job
   // j is finished once the writer's finished() >= j (finished_ caches the
-  // last value read) and drained once drained_ >= j (its key then
-  // memoized, if its node is still stamped with it).
+  // last value read, with acquire: the key the writer stored for a node
+  // stamped with a job <= finished_ is readable, StoreKeys::known).
   std::vector<uint64_t> job_;
   uint64_t submitted_ = 0;                // jobs the writer accepted
-  uint64_t drained_ = 0;                  // jobs taken back (take_done)
   uint64_t finished_ = 0;                 // the writer's finished(), as last read
   uint64_t write_waits_ = 0;              // leaving() calls that waited
   uint64_t deferrals_ = 0;                // victims deferred

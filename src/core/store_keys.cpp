@@ -17,12 +17,17 @@ const StoreKey& StoreKeys::node_key(uint32_t node) {
   if (node == RadixTree::kRoot) return root_;
   const RadixTree& tree = index_.tree();
   path_.clear();
-  for (uint32_t n = node; n != RadixTree::kRoot && !valid_[n]; n = tree.node(n).parent)
+  for (uint32_t n = node; n != RadixTree::kRoot && !known(n); n = tree.node(n).parent)
     path_.push_back(n);
+  if (path_.empty()) return keys_[node];
   // Root-down: each node chains on its parent's key. Nodes of one path share
-  // a scope; its digests are made once.
+  // a scope; its digests are made once. A node whose write job is out keeps
+  // its key in path_keys_ only (its table entry is the writer's).
+  path_keys_.resize(path_.size());
   uint32_t scope = UINT32_MAX;
   ScopeKeys sk;
+  const TreeNode& top = tree.node(path_.back());
+  const StoreKey* parent = top.parent == RadixTree::kRoot ? &root_ : &keys_[top.parent];
   for (size_t i = path_.size(); i > 0; --i) {
     const uint32_t n = path_[i - 1];
     const TreeNode& t = tree.node(n);
@@ -30,16 +35,19 @@ const StoreKey& StoreKeys::node_key(uint32_t node) {
       scope = t.scope;
       sk = scope_keys(index_.scope_bytes(scope));
     }
-    const StoreKey& parent = t.parent == RadixTree::kRoot ? root_ : keys_[t.parent];
     const std::string& extra = t.extra;
-    StoreKey& k = keys_[n];
-    k.hash = hasher_.block(parent.hash, sk.hash, hasher_.extra_digest(extra), tree.tokens(n),
+    StoreKey& k = path_keys_[i - 1];
+    k.hash = hasher_.block(parent->hash, sk.hash, hasher_.extra_digest(extra), tree.tokens(n),
                            t.num_tokens);
-    k.digest = block_chain_digest(parent.digest, sk.digest, extra_chain_digest(extra),
+    k.digest = block_chain_digest(parent->digest, sk.digest, extra_chain_digest(extra),
                                   tree.tokens(n), t.num_tokens);
-    valid_[n] = 1;
+    if (!out(n)) {
+      keys_[n] = k;
+      valid_[n] = 1;
+    }
+    parent = &k;
   }
-  return keys_[node];
+  return path_keys_[0];
 }
 
 const StoreKeys::ScopeKeys& StoreKeys::scope_keys(const std::string& scope_bytes) {
@@ -88,7 +96,7 @@ void StoreKeys::prompt_keys(const StoreKey& parent, const std::string& scope_byt
 void StoreKeys::check() const {
   const RadixTree& tree = index_.tree();
   for (uint32_t n = 1; n < valid_.size(); ++n) {
-    if (!valid_[n]) continue;
+    if (out(n) || !known(n)) continue;  // an entry out is the writer's
     const TreeNode& t = tree.node(n);
     if (!t.live) fail(KVC_ERR_INTERNAL, "store key of node " + std::to_string(n) + " outlived it");
     // Rebuilt from the root with the portable code path's own functions.

@@ -6,6 +6,15 @@
 // calls forget): offloading a chain of victims hashes each block once, and
 // a lookup starts from the last matched node's key instead of the prompt's
 // first block. Computed only when a store is configured.
+//
+// The record writer's keys (write-through, store_chain.h) land in the same
+// table: the writer stores a job's key at its node (key_table()), and the
+// key is this node's once the job the node is stamped with is finished
+// (attach_writer: the stamps and the finished count, as the serving thread
+// last read it). While a node's job is out, its entry is the writer's: it
+// is neither read nor written here (a key asked for then is made into
+// scratch, not memoized). So the serving thread never reads the writer's
+// keys when a job finishes, only when it needs one.
 #pragma once
 
 #include <cstdint>
@@ -40,15 +49,30 @@ class StoreKeys {
             uint64_t seed);
 
   // The key of live node `node` (kRoot: the zero key). Every node on its path
-  // must be a full block (partial nodes have no children).
+  // must be a full block (partial nodes have no children). Valid until the
+  // next call.
   const StoreKey& node_key(uint32_t node);
   void forget(uint32_t node) { valid_[node] = 0; }
-  // Whether node_key(node) is memoized (the root's always is), and a key
-  // made elsewhere (the record writer's thread) for live node `node`.
-  bool known(uint32_t node) const { return node == kRootNode || valid_[node] != 0; }
-  void remember(uint32_t node, const StoreKey& key) {
-    keys_[node] = key;
-    valid_[node] = 1;
+  // Whether node_key(node) is memoized (the root's always is): made here,
+  // or by the writer for a job that is finished and keyed it.
+  bool known(uint32_t node) const {
+    if (node == kRootNode) return true;
+    if (writes_ != nullptr) {
+      const uint64_t job = (*writes_)[node];
+      if (job > *finished_) return false;  // out: the writer's entry
+      if (job != 0 && keyed(keys_[node])) return true;
+    }
+    return valid_[node] != 0;
+  }
+  // The record writer's key table (open_record_writer), and what says when
+  // an entry of it is this node's key: node n's write job stamps[n] (0:
+  // none) is finished once it is <= *finished. Both are the caller's and
+  // outlive this.
+  StoreKey* key_table() { return keys_.data(); }
+  size_t key_table_size() const { return keys_.size(); }
+  void attach_writer(const std::vector<uint64_t>* stamps, const uint64_t* finished) {
+    writes_ = stamps;
+    finished_ = finished;
   }
 
   // The two digests of an encoded scope (portable XXH3 and SHA-256 chain
@@ -78,9 +102,16 @@ class StoreKeys {
   const PrefixIndex& index_;
   const uint32_t T_;
   PortableHasher hasher_;
-  std::vector<StoreKey> keys_;  // per node
-  std::vector<uint8_t> valid_;  // per node
+  // Whether node's write job is out (its table entry the writer's).
+  bool out(uint32_t node) const {
+    return writes_ != nullptr && (*writes_)[node] > *finished_;
+  }
+  std::vector<StoreKey> keys_;  // per node (also the writer's key table)
+  std::vector<uint8_t> valid_;  // per node: made here
   std::vector<uint32_t> path_;  // scratch
+  std::vector<StoreKey> path_keys_;  // scratch: the path's keys, root-down
+  const std::vector<uint64_t>* writes_ = nullptr;  // attach_writer
+  const uint64_t* finished_ = nullptr;
   StoreKey root_;
   std::string scope_bytes_;     // the scope scope_ is of
   ScopeKeys scope_;

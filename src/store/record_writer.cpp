@@ -11,31 +11,37 @@ namespace kvc {
 std::unique_ptr<RecordWriter> open_record_writer(const RecordLayout& layout,
                                                  std::vector<uint64_t> part_bytes,
                                                  std::vector<BlockStore*> stores, size_t max_jobs,
-                                                 uint64_t hash_seed) {
+                                                 uint64_t hash_seed, StoreKey* key_table,
+                                                 size_t key_table_size) {
   return std::make_unique<ThreadedRecordWriter>(layout, std::move(part_bytes), std::move(stores),
-                                                max_jobs, hash_seed);
+                                                max_jobs, hash_seed, key_table, key_table_size);
 }
 
 namespace {
 
-// An idle worker's poll (a submit below half the ring does not wake it) and
-// how many empty polls it makes before it sleeps until woken.
+// An idle worker's poll (a submit below half the ring does not wake it),
+// how many empty polls it makes before it sleeps longer, and that longer
+// sleep's bound (a submit wakes such a worker unless it read its state from
+// before the worker went to sleep: the jobs then wait for the timeout).
 constexpr auto kPoll = std::chrono::milliseconds(1);
 constexpr int kIdlePolls = 64;
+constexpr auto kDeepPoll = std::chrono::milliseconds(50);
 
 }  // namespace
 
 ThreadedRecordWriter::ThreadedRecordWriter(const RecordLayout& layout,
                                            std::vector<uint64_t> part_bytes,
                                            std::vector<BlockStore*> stores, size_t max_jobs,
-                                           uint64_t hash_seed)
+                                           uint64_t hash_seed, StoreKey* key_table,
+                                           size_t key_table_size)
     : layout_(layout),
       part_bytes_(std::move(part_bytes)),
       stores_(std::move(stores)),
       hasher_(hash_seed),
       ring_(max_jobs == 0 ? 1 : max_jobs),
       tickets_(ring_.size()),
-      done_(ring_.size()),
+      key_table_(key_table),
+      key_table_size_(key_table_size),
       tokens_(ring_.size() * layout.tokens_per_block),
       parts_(ring_.size() * part_bytes_.size()),
       runs_(ring_.size()),
@@ -138,41 +144,23 @@ size_t ThreadedRecordWriter::submit_run(const RecordRun& run) {
 }
 
 void ThreadedRecordWriter::publish(uint64_t tail, size_t took) {
-  // seq_cst store, then load: pairs with the worker's sleep_ store and its
-  // load of tail_ (one of the two sees the other). A worker awake finds the
-  // jobs itself; one polling finds them within kPoll unless the ring is
-  // half full.
+  // A release store, no fence: the ring's lines this call wrote (which the
+  // worker read on the ring's last lap) need not be owned again before the
+  // call returns. So the load of sleep_ may be served before the store is
+  // seen, and miss a worker going to sleep: it then finds the jobs at its
+  // timeout (kPoll, kDeepPoll). A worker awake finds them itself; one
+  // polling is woken only when the ring is half full.
   // written_ (the worker's line, written at every job) is read only when
-  // the worker polls: an awake worker, the common case of a writer that is
-  // behind, costs no load of that line here.
-  tail_.store(tail + took, std::memory_order_seq_cst);
-  const int sleep = sleep_.load(std::memory_order_seq_cst);
+  // the worker sleeps: an awake worker, the common case of a writer that
+  // is behind, costs no load of that line here.
+  tail_.store(tail + took, std::memory_order_release);
+  const int sleep = sleep_.load(std::memory_order_relaxed);
   if (sleep == kDeep ||
       (sleep == kPolling &&
        2 * (tail + took - written_.load(std::memory_order_relaxed)) >= ring_.size())) {
     std::lock_guard<std::mutex> lock(mu_);  // the worker is waiting or about to
     work_cv_.notify_one();
   }
-}
-
-void ThreadedRecordWriter::take_done(std::vector<WriteDone>& done) {
-  const uint64_t written = written_.load(std::memory_order_acquire);
-  for (; head_ < written; ++head_) {
-    const size_t i = size_t(head_ % ring_.size());
-    WriteDone d;
-    d.ticket = tickets_[i];
-    d.key = done_[i];
-    d.keyed = keyed(d.key);
-    done.push_back(d);
-  }
-}
-
-size_t ThreadedRecordWriter::peek_done(const uint64_t** tickets, const StoreKey** keys) {
-  const uint64_t written = written_.load(std::memory_order_acquire);
-  const size_t at = size_t(head_ % ring_.size());
-  *tickets = tickets_.data() + at;
-  *keys = done_.data() + at;
-  return size_t(std::min<uint64_t>(written - head_, ring_.size() - at));
 }
 
 void ThreadedRecordWriter::flush() { wait_finished(tail_.load(std::memory_order_relaxed)); }
@@ -276,13 +264,15 @@ void ThreadedRecordWriter::run() {
     const bool have = tail_.load(std::memory_order_acquire) != at;
     if (!have || paused_.load(std::memory_order_acquire)) {
       std::unique_lock<std::mutex> lock(mu_);
-      const bool deep = paused_.load() || idle >= kIdlePolls;
+      const bool paused = paused_.load();
+      const bool deep = paused || idle >= kIdlePolls;
       sleep_.store(deep ? kDeep : kPolling, std::memory_order_seq_cst);
       auto ready = [&] {
         return stop_ || (!paused_.load() && tail_.load(std::memory_order_seq_cst) != at);
       };
-      if (deep) work_cv_.wait(lock, ready);
-      else work_cv_.wait_for(lock, kPoll, ready);
+      // Paused: until resumed (set_paused wakes it under the lock).
+      if (paused) work_cv_.wait(lock, ready);
+      else work_cv_.wait_for(lock, deep ? kDeepPoll : kPoll, ready);
       sleep_.store(kAwake, std::memory_order_relaxed);
       if (tail_.load(std::memory_order_acquire) == at) {
         if (stop_ && !paused_.load()) return;  // stopping, every accepted job done
@@ -308,7 +298,7 @@ void ThreadedRecordWriter::run() {
       key = StoreKey{};  // all zero: not keyed
       dropped_.fetch_add(1, std::memory_order_relaxed);
     }
-    done_[at % ring_.size()] = key;
+    key_table_[tickets_[at % ring_.size()]] = key;  // zero: not keyed
     written_.store(at + 1, std::memory_order_seq_cst);
     if (flushing_.load(std::memory_order_seq_cst)) {
       std::lock_guard<std::mutex> lock(mu_);

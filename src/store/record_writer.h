@@ -9,11 +9,10 @@
 // handed between the serving thread and the worker without a lock (single
 // producer, single consumer): submit() and submit_run() fill the entries
 // after tail_ and publish tail_ once per call; the worker works on the entry
-// at written_ in place, stores the job's result (its key; the ticket stays
-// in tickets_) in done_ (apart from the entries, which only the serving
-// thread writes) and
-// publishes written_; take_done() (or peek_done(), in place) reads the
-// results in [head_, written_), in submission order, and frees them (head_).
+// at written_ in place, stores the job's key in the core's key table at its
+// ticket (never a line of the ring's) and publishes written_; the core
+// reads the key there once finished() says the job is done, and frees the
+// places with release() (head_).
 // What a run's blocks share (parent, scope, extra keys, and where its
 // blocks are read) is one header in runs_, read by the worker at the run's
 // first entry. A run handed over with node records (RecordRun::nodes, the
@@ -25,16 +24,24 @@
 // copied into flat arrays (tokens_, parts_: a run's are a memcpy or two). A header's slot is free again once its run's first
 // entry is done, always so by the time it comes round (a run holds at least
 // one entry, and the ring at most max_jobs). So an entry is free again only
-// once the core drained it, the serving thread never takes a lock, waits
+// once the core released it, the serving thread never takes a lock, waits
 // for one or allocates, and the two threads share two counters, each
-// written by one of them, on cache lines of their own.
+// written by one of them, on cache lines of their own. The serving thread
+// reads the worker's count only when it asks finished() (a commit short of
+// room, a victim whose job it did not see finished): a call that hands
+// jobs over reads no line the worker writes, and writes tail_ with a
+// release store (no fence).
 //
 // Waking the worker. A submit never wakes a worker that is awake. An idle
 // worker sleeps on a condition variable with a timeout (kPoll): a submit
 // wakes it (a futex syscall) only when the ring is at least half full, or
-// when the worker has been idle long enough to sleep without a timeout
-// (kIdlePolls empty polls); otherwise the worker finds the jobs at its next
-// poll. flush(), set_paused() and the destructor always wake it. The
+// when the worker has been idle long enough to sleep longer (kIdlePolls
+// empty polls, then kDeepPoll); otherwise the worker finds the jobs at its
+// next poll. The submit publishes without a fence, so it may read the
+// worker's state from before the worker went to sleep and not wake it:
+// the timeouts bound how long such jobs wait (kDeepPoll at most).
+// flush(), wait_finished(), set_paused() and the destructor always wake it
+// (under the lock). The
 // worker runs as a background thread (background_thread.h).
 //
 // The worker remembers the keys of its last jobs (2 x max_jobs + 16: a job
@@ -42,6 +49,7 @@
 // others finish between the two) for jobs that chain on them.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -60,7 +68,8 @@ namespace kvc {
 class ThreadedRecordWriter final : public RecordWriter {
  public:
   ThreadedRecordWriter(const RecordLayout& layout, std::vector<uint64_t> part_bytes,
-                       std::vector<BlockStore*> stores, size_t max_jobs, uint64_t hash_seed);
+                       std::vector<BlockStore*> stores, size_t max_jobs, uint64_t hash_seed,
+                       StoreKey* key_table, size_t key_table_size);
   ~ThreadedRecordWriter() override;
   ThreadedRecordWriter(const ThreadedRecordWriter&) = delete;
   ThreadedRecordWriter& operator=(const ThreadedRecordWriter&) = delete;
@@ -69,9 +78,7 @@ class ThreadedRecordWriter final : public RecordWriter {
   size_t submit_run(const RecordRun& run) override;
   size_t room() const override { return ring_.size() - size_t(tail_.load(std::memory_order_relaxed) - head_); }
   void count_dropped(uint64_t n) override { count_refused(n); }
-  void take_done(std::vector<WriteDone>& done) override;
-  size_t peek_done(const uint64_t** tickets, const StoreKey** keys) override;
-  void release_done(size_t n) override { head_ += n; }
+  void release(uint64_t n) override { head_ = std::max(head_, n); }
   void flush() override;
   uint64_t finished() const override { return written_.load(std::memory_order_acquire); }
   void wait_finished(uint64_t n) override;
@@ -90,9 +97,8 @@ class ThreadedRecordWriter final : public RecordWriter {
   // One job, as the serving thread wrote it: its ticket is tickets_[i], its
   // tokens tokens_[i * T, (i + 1) * T), its block addresses parts_[i * G,
   // (i + 1) * G) (i: its place in the ring), unless its run reads them from
-  // node records (RecordRun::nodes; ticket = node id). The worker's result
-  // (the key) is in done_[i], apart, so that the two threads write
-  // different lines and a drain reads only the key from the worker's.
+  // node records (RecordRun::nodes; ticket = node id). Its key goes to
+  // key_table_[ticket].
   struct Entry {
     uint32_t priority = 0;
     bool starts_run = false;  // its run's header is the worker's next in runs_
@@ -137,7 +143,8 @@ class ThreadedRecordWriter final : public RecordWriter {
   const PortableHasher hasher_;
   std::vector<Entry> ring_;
   std::vector<uint64_t> tickets_;            // ring_.size(): the jobs' tickets
-  std::vector<StoreKey> done_;               // ring_.size(): the worker's keys (zero: not keyed)
+  StoreKey* const key_table_;                // the core's: job keys by ticket (the worker writes)
+  const size_t key_table_size_;
   std::vector<int32_t> tokens_;              // ring_.size() * T
   std::vector<const unsigned char*> parts_;  // ring_.size() * G
   std::vector<RunHead> runs_;                // ring_.size()
@@ -169,7 +176,7 @@ class ThreadedRecordWriter final : public RecordWriter {
   bool last_keyed_ = false;
   StoreKey last_key_;
 
-  // The serving thread's: jobs drained (entries [head_, tail_) are in
+  // The serving thread's: jobs released (entries [head_, tail_) are in
   // use), run headers written, and the jobs it refused or did not build
   // for want of room (its own count: a plain add and store, no locked
   // instruction; the serving calls are serialized by the cache's lock).
@@ -184,7 +191,8 @@ class ThreadedRecordWriter final : public RecordWriter {
   alignas(64) std::atomic<uint64_t> tail_{0};
   alignas(64) std::atomic<uint64_t> written_{0};
   // Sleeping and waking (never on the serving thread's common path but
-  // sleep_'s load in publish()).
+  // sleep_'s relaxed load in publish(): a line the worker writes only when
+  // it goes to sleep or wakes).
   alignas(64) std::atomic<uint64_t> dropped_{0};  // the worker's: jobs it could not key
   std::mutex mu_;
   std::condition_variable work_cv_;  // the worker sleeps for jobs, resume or stop

@@ -1,9 +1,10 @@
-// The record writer's ring (store/record_writer.h): done jobs come back in
-// the order they were submitted, across the ring's wrap; a slot is free
-// again only once take_done() returned its job (room()); a full ring
-// refuses jobs and counts them; a paused writer takes none; a job chained on
-// an earlier job's ticket gets the key the chain gives. flush() replaces
-// any waiting: no sleeps, no timing.
+// The record writer's ring (store/record_writer.h): jobs finish in the
+// order they were submitted, across the ring's wrap, each job's key landing
+// in the key table at its ticket; a slot is free again only once released
+// (room()); a full ring refuses jobs and counts them; a paused writer takes
+// none; a job chained on an earlier job's ticket gets the key the chain
+// gives, one chained on an unknown ticket a zero key. flush() replaces any
+// waiting: no sleeps, no timing.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -80,17 +81,63 @@ uint64_t root_hash(const std::vector<int32_t>& t) {
   return PortableHasher(kSeed).block(0, 0, 0, t.data(), kT);
 }
 
-TEST(RecordWriter, DoneJobsComeBackInSubmissionOrderAcrossTheRingsWrap) {
+// A finished job as the core sees it: its ticket and the key the writer
+// stored at it.
+struct WriteDone {
+  uint64_t ticket = 0;
+  bool keyed = false;
+  StoreKey key;
+};
+
+// The core's side, as StoreChain keeps it: the key table the writer stores
+// keys in (tickets below kTable), the tickets of the accepted jobs in
+// submission order, and how many of them were taken back (seen finished,
+// their keys read, their places released).
+constexpr size_t kTable = 4096;
+struct Core {
+  explicit Core(std::vector<BlockStore*> stores, size_t max_jobs, const RecordLayout& l = layout(),
+                std::vector<uint64_t> parts = {kPayload})
+      : table(kTable), w(l, std::move(parts), std::move(stores), max_jobs, kSeed, table.data(), kTable) {}
+  size_t submit(const RecordWrite* jobs, size_t n) {
+    const size_t took = w.submit(jobs, n);
+    for (size_t i = 0; i < took; ++i) accepted.push_back(jobs[i].ticket);
+    return took;
+  }
+  size_t submit_run(const RecordRun& run) {
+    const size_t took = w.submit_run(run);
+    for (size_t i = 0; i < took; ++i) accepted.push_back(run.tickets[i]);
+    return took;
+  }
+  // Appends the jobs finished since the last call and frees their places.
+  void take_done(std::vector<WriteDone>& done) {
+    const uint64_t finished = w.finished();
+    for (; taken < finished; ++taken) {
+      WriteDone d;
+      d.ticket = accepted[taken];
+      d.key = table[d.ticket];
+      d.keyed = keyed(d.key);
+      done.push_back(d);
+    }
+    w.release(finished);
+  }
+  std::vector<StoreKey> table;  // before w: it outlives the writer
+  ThreadedRecordWriter w;
+  std::vector<uint64_t> accepted;
+  uint64_t taken = 0;
+};
+
+TEST(RecordWriter, JobsFinishInSubmissionOrderAcrossTheRingsWrapKeysAtTheirTickets) {
   Recorder store;
-  ThreadedRecordWriter w(layout(), {kPayload}, {&store}, 4, kSeed);
+  Core c({&store}, 4);
+  ThreadedRecordWriter& w = c.w;
   std::vector<uint64_t> tickets;
   for (size_t round = 0; round < 5; ++round) {  // 15 jobs through a ring of 4
     Jobs jobs(3, round * 3);
     EXPECT_EQ(w.room(), 4u);
-    EXPECT_EQ(w.submit(jobs.writes.data(), 3), 3u);
+    EXPECT_EQ(c.submit(jobs.writes.data(), 3), 3u);
     w.flush();
     std::vector<WriteDone> done;
-    w.take_done(done);
+    c.take_done(done);
     ASSERT_EQ(done.size(), 3u);
     for (size_t i = 0; i < 3; ++i) {
       EXPECT_EQ(done[i].ticket, 100 + round * 3 + i);
@@ -140,7 +187,8 @@ class Taker final : public BlockStore {
 TEST(RecordWriter, TheFirstStoreTakesTheRecordsBufferTheOthersCopy) {
   Taker first;
   Recorder second;
-  ThreadedRecordWriter w(layout(), {kPayload}, {&first, &second}, 8, kSeed);
+  Core c({&first, &second}, 8);
+  ThreadedRecordWriter& w = c.w;
   Jobs jobs(3);
   EXPECT_EQ(w.submit(jobs.writes.data(), 3), 3u);
   w.flush();
@@ -164,85 +212,119 @@ TEST(RecordWriter, TheFirstStoreTakesTheRecordsBufferTheOthersCopy) {
   EXPECT_EQ(w.accepted(1), 3u);
 }
 
-TEST(RecordWriter, ASlotIsFreeOnlyOnceItsJobWasTakenBack) {
+TEST(RecordWriter, ASlotIsFreeOnlyOnceItsJobWasReleased) {
   Recorder store;
-  ThreadedRecordWriter w(layout(), {kPayload}, {&store}, 4, kSeed);
+  Core c({&store}, 4);
+  ThreadedRecordWriter& w = c.w;
   Jobs jobs(6);
-  EXPECT_EQ(w.submit(jobs.writes.data(), 4), 4u);
+  EXPECT_EQ(c.submit(jobs.writes.data(), 4), 4u);
   w.flush();
   EXPECT_EQ(w.queued(), 0u);
-  EXPECT_EQ(w.room(), 0u);  // written, not taken back: still in the ring
-  EXPECT_EQ(w.submit(jobs.writes.data() + 4, 2), 0u);
+  EXPECT_EQ(w.finished(), 4u);
+  EXPECT_EQ(w.room(), 0u);  // written, not released: still in the ring
+  EXPECT_EQ(c.submit(jobs.writes.data() + 4, 2), 0u);
   EXPECT_EQ(w.dropped(), 2u);
   w.count_dropped(3);  // jobs a commit did not build for want of room
   EXPECT_EQ(w.dropped(), 5u);
+  w.release(1);  // places are freed in order
+  EXPECT_EQ(w.room(), 1u);
   std::vector<WriteDone> done;
-  w.take_done(done);
+  c.take_done(done);
   EXPECT_EQ(done.size(), 4u);
   EXPECT_EQ(w.room(), 4u);
-  w.take_done(done);  // nothing new
+  c.take_done(done);  // nothing new
   EXPECT_EQ(done.size(), 4u);
-  EXPECT_EQ(w.submit(jobs.writes.data() + 4, 2), 2u);
+  w.release(2);  // an older count frees nothing more, takes nothing back
+  EXPECT_EQ(w.room(), 4u);
+  EXPECT_EQ(c.submit(jobs.writes.data() + 4, 2), 2u);
   w.flush();
-  w.take_done(done);
+  c.take_done(done);
   ASSERT_EQ(done.size(), 6u);
   for (size_t i = 0; i < 6; ++i) EXPECT_EQ(done[i].ticket, 100 + i);
 }
 
 TEST(RecordWriter, APausedWriterTakesNoJobUntilResumed) {
   Recorder store;
-  ThreadedRecordWriter w(layout(), {kPayload}, {&store}, 16, kSeed);
+  Core c({&store}, 16);
+  ThreadedRecordWriter& w = c.w;
   w.set_paused(true);
   Jobs jobs(2);  // below half the ring: the submit does not wake the worker
-  EXPECT_EQ(w.submit(jobs.writes.data(), 2), 2u);
+  EXPECT_EQ(c.submit(jobs.writes.data(), 2), 2u);
   std::vector<WriteDone> done;
-  w.take_done(done);
+  c.take_done(done);
   EXPECT_TRUE(done.empty());
   EXPECT_EQ(w.queued(), 2u);
   EXPECT_TRUE(store.hashes.empty());
   w.set_paused(false);
   w.flush();
-  w.take_done(done);
+  c.take_done(done);
   EXPECT_EQ(done.size(), 2u);
   EXPECT_EQ(store.hashes.size(), 2u);
 }
 
 TEST(RecordWriter, AJobChainedOnAnEarlierTicketGetsThatJobsKeyAsParent) {
   Recorder store;
-  ThreadedRecordWriter w(layout(), {kPayload}, {&store}, 4, kSeed);
+  Core c({&store}, 4);
   Jobs jobs(2);
   jobs.writes[1].parent_ticket = jobs.writes[0].ticket;
-  EXPECT_EQ(w.submit(jobs.writes.data(), 2), 2u);
-  w.flush();
+  EXPECT_EQ(c.submit(jobs.writes.data(), 2), 2u);
+  c.w.flush();
   std::vector<WriteDone> done;
-  w.take_done(done);
+  c.take_done(done);
   ASSERT_EQ(done.size(), 2u);
   const PortableHasher h(kSeed);
   EXPECT_EQ(done[1].key.hash, h.block(done[0].key.hash, 0, 0, jobs.tokens[1].data(), kT));
 }
 
-// Submits and drains racing the worker (no flush between them), as commits
-// do: every accepted job comes back exactly once, in submission order, and
-// every refused one is counted (the ThreadSanitizer build checks the ring).
-TEST(RecordWriter, JobsRacingTheWorkerComeBackOnceInOrder) {
+// A job chained on a ticket the writer does not know (never submitted, or
+// forgotten) is not keyed: nothing is written, its table entry is all zero
+// (whatever it held before) and it counts as dropped.
+TEST(RecordWriter, AJobChainedOnAnUnknownTicketGetsAZeroKeyAndIsDropped) {
+  Recorder store;
+  Core c({&store}, 4);
+  Jobs jobs(1);
+  jobs.writes[0].parent_ticket = 999;  // no such job
+  c.table[jobs.writes[0].ticket].hash = 77;
+  c.table[jobs.writes[0].ticket].digest.bytes[3] = 1;
+  EXPECT_EQ(c.submit(jobs.writes.data(), 1), 1u);
+  c.w.flush();
+  std::vector<WriteDone> done;
+  c.take_done(done);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_FALSE(done[0].keyed);
+  EXPECT_EQ(done[0].key.hash, 0u);
+  EXPECT_TRUE(store.hashes.empty());
+  EXPECT_EQ(c.w.dropped(), 1u);
+  EXPECT_EQ(c.w.accepted(0), 0u);
+}
+
+// Submits and releases racing the worker (no flush between them), as
+// commits do: every accepted job finishes exactly once, in submission order,
+// with its key at its ticket, and every refused one is counted (the
+// ThreadSanitizer build checks the ring and the key table).
+TEST(RecordWriter, JobsRacingTheWorkerFinishOnceInOrder) {
   Recorder store;
   Jobs jobs(3000);
-  ThreadedRecordWriter w(layout(), {kPayload}, {&store}, 8, kSeed);
+  Core c({&store}, 8);
+  ThreadedRecordWriter& w = c.w;
   std::vector<WriteDone> done;
   std::vector<uint64_t> accepted;
   uint64_t refused = 0;
   for (size_t i = 0; i < jobs.writes.size();) {
     const size_t n = std::min<size_t>(1 + i % 3, jobs.writes.size() - i);
-    const size_t took = w.submit(jobs.writes.data() + i, n);
+    const size_t took = c.submit(jobs.writes.data() + i, n);
     for (size_t k = 0; k < took; ++k) accepted.push_back(jobs.writes[i + k].ticket);
     refused += n - took;
     i += n;
-    w.take_done(done);
+    c.take_done(done);
   }
   w.flush();
-  w.take_done(done);
+  c.take_done(done);
   ASSERT_EQ(done.size(), accepted.size());
-  for (size_t i = 0; i < done.size(); ++i) EXPECT_EQ(done[i].ticket, accepted[i]);
+  for (size_t i = 0; i < done.size(); ++i) {
+    EXPECT_EQ(done[i].ticket, accepted[i]);
+    EXPECT_EQ(done[i].key.hash, root_hash(jobs.tokens[done[i].ticket - 100]));
+  }
   EXPECT_EQ(w.dropped(), refused);
   EXPECT_EQ(w.accepted(0), accepted.size());
   EXPECT_EQ(store.hashes.size(), accepted.size());
@@ -253,8 +335,8 @@ TEST(RecordWriter, TheDestructorFinishesJobsTheWorkerWasNotWokenFor) {
   Recorder store;
   Jobs jobs(1);  // the blocks outlive the writer, as the core's do
   {
-    ThreadedRecordWriter w(layout(), {kPayload}, {&store}, 16, kSeed);
-    EXPECT_EQ(w.submit(jobs.writes.data(), 1), 1u);
+    Core c({&store}, 16);
+    EXPECT_EQ(c.submit(jobs.writes.data(), 1), 1u);
   }
   EXPECT_EQ(store.hashes.size(), 1u);
 }
@@ -265,12 +347,13 @@ TEST(RecordWriter, TheDestructorFinishesJobsTheWorkerWasNotWokenFor) {
 // dropped), its blocks wrap round the ring.
 TEST(RecordWriter, ARunChainsItsBlocksAndIsCutAtTheRoom) {
   Recorder store;
-  ThreadedRecordWriter w(layout(), {kPayload}, {&store}, 4, kSeed);
+  Core c({&store}, 4);
+  ThreadedRecordWriter& w = c.w;
   Jobs one(1, 50);  // moves the ring's tail to 1: the run wraps
-  ASSERT_EQ(w.submit(one.writes.data(), 1), 1u);
+  ASSERT_EQ(c.submit(one.writes.data(), 1), 1u);
   w.flush();
   std::vector<WriteDone> done;
-  w.take_done(done);
+  c.take_done(done);
   ASSERT_EQ(done.size(), 1u);
 
   Jobs blocks(5);  // tokens {i, i + 1}, payload bytes i
@@ -291,12 +374,12 @@ TEST(RecordWriter, ARunChainsItsBlocksAndIsCutAtTheRoom) {
   run.priorities = priorities.data();
   run.tokens = tokens.data();
   run.parts = parts.data();
-  EXPECT_EQ(w.submit_run(run), 4u);  // the ring holds 4
+  EXPECT_EQ(c.submit_run(run), 4u);  // the ring holds 4
   EXPECT_EQ(w.dropped(), 1u);
   EXPECT_EQ(w.room(), 0u);
   w.flush();
   done.clear();
-  w.take_done(done);
+  c.take_done(done);
   ASSERT_EQ(done.size(), 4u);
   EXPECT_EQ(w.room(), 4u);
   const PortableHasher h(kSeed);
@@ -333,10 +416,10 @@ TEST(RecordWriter, ARunChainsItsBlocksAndIsCutAtTheRoom) {
   next.priorities = more_priorities;
   next.tokens = more_tokens.data();
   next.parts = more.parts.data();
-  EXPECT_EQ(w.submit_run(next), 2u);
+  EXPECT_EQ(c.submit_run(next), 2u);
   w.flush();
   done.clear();
-  w.take_done(done);
+  c.take_done(done);
   ASSERT_EQ(done.size(), 2u);
   const uint64_t k0 = h.block(parent, 0, 0, more.tokens[0].data(), kT);
   EXPECT_EQ(done[0].key.hash, k0);
@@ -407,7 +490,7 @@ TEST(RecordWriter, ARunReadFromNodeRecordsWritesTheSameRecordsAsItsCopies) {
     Keeper store(l);
     std::vector<WriteDone> done;
     {
-      ThreadedRecordWriter w(l, {kA, kB}, {&store}, 4, kSeed);
+      Core c({&store}, 4, l, {kA, kB});
       for (size_t k = 0; k < 2; ++k) {  // the second run wraps the ring of 4
         RecordRun run;
         run.count = 3;
@@ -420,9 +503,9 @@ TEST(RecordWriter, ARunReadFromNodeRecordsWritesTheSameRecordsAsItsCopies) {
           run.tokens = tokens.data() + 3 * k * kT;
           run.parts = parts.data() + 3 * k * 2;
         }
-        EXPECT_EQ(w.submit_run(run), 3u);
-        w.flush();
-        w.take_done(done);
+        EXPECT_EQ(c.submit_run(run), 3u);
+        c.w.flush();
+        c.take_done(done);
       }
     }
     EXPECT_EQ(done.size(), 6u);
@@ -443,37 +526,6 @@ TEST(RecordWriter, ARunReadFromNodeRecordsWritesTheSameRecordsAsItsCopies) {
     EXPECT_EQ(std::memcmp(payload, pool_a.data() + blocks_a[i] * kA, kA), 0) << i;
     EXPECT_EQ(std::memcmp(payload + kA, pool_b.data() + blocks_b[i] * kB, kB), 0) << i;
   }
-}
-
-// peek_done(): the done jobs in place, one contiguous span up to the ring's
-// wrap, in submission order; only release_done() frees their places (room()).
-TEST(RecordWriter, PeekDoneHandsTheDoneJobsInPlaceUpToTheWrap) {
-  Recorder store;
-  ThreadedRecordWriter w(layout(), {kPayload}, {&store}, 4, kSeed);
-  Jobs first(3);
-  ASSERT_EQ(w.submit(first.writes.data(), 3), 3u);
-  w.flush();
-  const uint64_t* done = nullptr;
-  const StoreKey* keys = nullptr;
-  ASSERT_EQ(w.peek_done(&done, &keys), 3u);
-  for (size_t i = 0; i < 3; ++i) {
-    EXPECT_EQ(done[i], 100 + i);
-    EXPECT_TRUE(keyed(keys[i]));
-  }
-  EXPECT_EQ(w.room(), 1u);  // not freed before release_done
-  w.release_done(2);
-  EXPECT_EQ(w.room(), 3u);
-  Jobs second(3, 10);
-  ASSERT_EQ(w.submit(second.writes.data(), 3), 3u);  // places 3, 0, 1: wraps
-  w.flush();
-  std::vector<uint64_t> tickets;
-  for (size_t n; (n = w.peek_done(&done, &keys)) > 0;) {
-    EXPECT_LE(n, 2u);  // [2, 4) then [0, 2)
-    for (size_t i = 0; i < n; ++i) tickets.push_back(done[i]);
-    w.release_done(n);
-  }
-  EXPECT_EQ(tickets, (std::vector<uint64_t>{102, 110, 111, 112}));
-  EXPECT_EQ(w.room(), 4u);
 }
 
 }  // namespace
