@@ -216,44 +216,55 @@ struct RecordWrite {
   const unsigned char* const* parts = nullptr;  // one per group
 };
 
-// Where the writer reads a run's tokens and block addresses itself
-// (RecordRun::nodes: the serving thread then hands it node ids only): the
-// tree's node records (radix_tree.h), node n's at records + n * stride, its
-// tokens the first tokens_per_block words, its group g block id the word at
-// blocks_at + g; that block's bytes at bases[g] + id * part_bytes[g]. The
-// core keeps a node's tokens, block ids and block bytes unchanged, and the
-// record and pools in place, until the node's job is finished
-// (StoreChain::leaving before a node leaves or moves; settle before a
-// resize), and writes them only before the run's publication.
+// Where the writer reads a run's blocks itself (RecordRun::nodes: the
+// serving thread then hands it the run's last node id only): the tree's
+// node records (radix_tree.h), node n's at records + n * stride, its tokens
+// the first tokens_per_block words, its parent's id the word at parent_at,
+// its group g block id the word at blocks_at + g; that block's bytes at
+// bases[g] + id * part_bytes[g]. The core keeps a node's record words and
+// block bytes unchanged, and the records and pools in place, until the
+// node's job is finished (StoreChain::leaving before a node leaves or
+// moves; settle before a resize), and writes them only before the run's
+// publication.
 struct NodeRecords {
   const uint32_t* records = nullptr;
   uint32_t stride = 0;     // words per node record
+  uint32_t parent_at = 0;  // word offset of the parent's id in a record
   uint32_t blocks_at = 0;  // word offset of the block ids in a record
   const unsigned char* const* bases = nullptr;  // per group: its pool's block 0
 };
 
-// A run of blocks to write through, one job for the queue's bookkeeping
-// (submit_run): consecutive blocks of one prompt with one scope and no extra
-// keys, block i > 0 chaining on block i - 1. The first block chains on
-// `parent` or on the job parent_ticket names, as a RecordWrite does; block
-// i's tokens are tokens[i * T, (i + 1) * T) and its parts parts[i * G,
-// (i + 1) * G) (G = the layout's groups); each block keeps its own ticket and
-// priority and is a job of its own (its key at its ticket). submit_run() copies what the
-// run points at (not the bytes), in a few memcpys.
+// A run of blocks to write through (submit_run): consecutive blocks of one
+// prompt with one scope and no extra keys, block i > 0 chaining on block
+// i - 1, each a job of its own (its key at its ticket). The first block
+// chains on `parent` or on the job parent_ticket names, as a RecordWrite
+// does. Two forms:
+//  - copies (nodes null): block i's ticket tickets[i], priority
+//    priorities[i], tokens tokens[i * T, (i + 1) * T) and parts parts[i * G,
+//    (i + 1) * G) (G = the layout's groups), copied into the ring in a few
+//    memcpys;
+//  - node records (nodes set): the blocks are tree nodes, the last one
+//    `last`, each block's node the parent (in its record) of the next
+//    block's, all at `priority`; a block's ticket is its node id. The
+//    writer finds the nodes by walking the parents up from `last`, and each
+//    block's tokens and bytes through its record: the serving thread writes
+//    one run header and nothing per block.
 struct RecordRun {
   uint64_t parent_ticket = RecordWrite::kNoTicket;
   StoreKey parent;
   uint64_t scope_hash = 0;
   ChainDigest scope_digest;
   size_t count = 0;
+  // Copies:
   const uint64_t* tickets = nullptr;    // count
   const uint32_t* priorities = nullptr;  // count
   const int32_t* tokens = nullptr;       // count * tokens_per_block
   const unsigned char* const* parts = nullptr;  // count * groups
-  // Set: tickets are node ids, whose tokens and block addresses the writer
-  // reads from these records (tokens and parts are not read); submit_run()
-  // copies the records' place, not what they hold.
+  // Node records (submit_run() copies the records' place, not what they
+  // hold):
   const NodeRecords* nodes = nullptr;
+  uint32_t last = 0;
+  uint32_t priority = 0;
 };
 
 // The worker that turns RecordWrites into sealed records and puts them into

@@ -268,11 +268,13 @@ class RadixTree {
   // Node ids are below it (spare ids included): per-node arrays' size.
   uint32_t id_bound() const { return uint32_t(nodes_.size()); }
   // The node records' place: node n's at record_words() + n *
-  // record_stride(), its tokens first, its group g block id at word
-  // record_blocks_at() + g (the record writer reads a written node's there:
-  // block_store.h, NodeRecords). Fixed for the tree's life.
+  // record_stride(), its tokens first, its parent's id at word
+  // record_parent_at(), its group g block id at word record_blocks_at() + g
+  // (the record writer reads a written node's there: block_store.h,
+  // NodeRecords). Fixed for the tree's life.
   const uint32_t* record_words() const { return records_.data(); }
   uint32_t record_stride() const { return stride_; }
+  uint32_t record_parent_at() const { return head_at_ + kParent; }
   uint32_t record_blocks_at() const { return blocks_at_; }
   bool full() const { return size_ == max_nodes_; }
   uint32_t tokens_per_block() const { return tokens_per_block_; }

@@ -122,15 +122,14 @@ void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end,
   if (!write_through() || muted_ || !direct_ || end <= first) return;
   const RadixTree& tree = index_.tree();
   const uint32_t G = layout_groups_.num_groups();
-  // One job per run of consecutive new blocks (one scope, no extra keys:
-  // a block with extra keys is a job of its own): the writer's ring takes a
-  // run with one header and one publication, each block costing its node
-  // id and priority and its job stamp here (no hold, no copy of its tokens
-  // or block addresses).
+  // One run per stretch of consecutive new blocks of one scope and one
+  // priority (no extra keys: a block with extra keys is a job of its own):
+  // the writer's ring takes a run as one header (its last node, count and
+  // priority) and one publication; each block costs its job stamp here (no
+  // hold, no copy of its tokens or block addresses, no ring entry).
   const size_t n = size_t(end - first);
   if (run_tickets_.size() < n) {
     run_tickets_.resize(n);
-    run_priorities_.resize(n);
     run_tokens_.resize(T_);  // an extra-key block's, copied (a job of its own)
     run_parts_.resize(G);
     node_bases_.resize(G);
@@ -142,6 +141,7 @@ void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end,
   // blocks do not change until leaving() saw its job finished.
   node_records_.records = tree.record_words();
   node_records_.stride = tree.record_stride();
+  node_records_.parent_at = tree.record_parent_at();
   node_records_.blocks_at = tree.record_blocks_at();
   for (uint32_t g = 0; g < G; ++g) node_bases_[g] = memory_[layout_groups_.group_pool[g]]->block(0);
   node_records_.bases = node_bases_.data();
@@ -197,15 +197,15 @@ void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end,
         no_room += stop - c - take;
         room -= size_t(take);
         if (take > 0) {
-          if (run_.count > 0 && (last != nodes[c - 1] || run_scope != scope)) submit_run();
+          if (run_.count > 0 &&
+              (last != nodes[c - 1] || run_scope != scope || run_.priority != priority))
+            submit_run();
           if (run_.count == 0) {
             start_run(nodes[c - 1], sk);
             run_scope = scope;
+            run_.priority = priority;
           }
-          for (uint64_t i = 0; i < take; ++i) {
-            run_tickets_[run_.count + i] = nodes[c + i];
-            run_priorities_[run_.count + i] = priority;
-          }
+          std::copy(nodes + c, nodes + c + take, run_tickets_.begin() + ptrdiff_t(run_.count));
           run_.count += size_t(take);
           last = nodes[c + take - 1];
         }
@@ -238,14 +238,15 @@ void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end,
       sk = keys_.scope_keys(index_.scope_bytes(scope));
     }
     const bool extra = !t.extra.empty();
-    if (run_.count > 0 && (extra || t.parent != last || t.scope != run_scope)) submit_run();
+    if (run_.count > 0 &&
+        (extra || t.parent != last || t.scope != run_scope || run_.priority != r.priority))
+      submit_run();
     if (run_.count == 0) {
       start_run(t.parent, sk);
       run_scope = t.scope;
+      run_.priority = r.priority;
     }
-    const size_t i = run_.count;
-    run_tickets_[i] = node;
-    run_priorities_[i] = r.priority;
+    run_tickets_[run_.count] = node;
     ++run_.count;
     last = node;
     if (extra) {  // a job of its own, with its extra keys, its tokens and addresses copied
@@ -287,9 +288,10 @@ void StoreChain::start_run(uint32_t parent, const StoreKeys::ScopeKeys& sk) {
 
 void StoreChain::submit_run() {
   if (run_.count == 0) return;
-  run_.tickets = run_tickets_.data();
-  run_.priorities = run_priorities_.data();
-  run_.nodes = &node_records_;  // tokens and addresses: the writer reads the records
+  // The writer finds the run's nodes up from the last one's record (each
+  // block's node is the next one's parent), and their tokens and blocks.
+  run_.last = uint32_t(run_tickets_[run_.count - 1]);
+  run_.nodes = &node_records_;
   // No lock: the run goes into the writer's ring (a prefix of it, the rest
   // dropped and counted by the writer: none here, as room() said), so no job
   // taken chains on a dropped one.

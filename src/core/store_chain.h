@@ -408,8 +408,7 @@ class StoreChain {
   // Scratch: the run of blocks a commit is building (RecordRun), its
   // blocks' tickets, priorities, tokens and addresses.
   RecordRun run_;
-  std::vector<uint64_t> run_tickets_;
-  std::vector<uint32_t> run_priorities_;
+  std::vector<uint32_t> run_tickets_;            // the run's nodes: stamped once it is taken
   std::vector<int32_t> run_tokens_;             // an extra-key block's (submit)
   std::vector<const unsigned char*> run_parts_;  // its block addresses
   NodeRecords node_records_;                     // where the writer reads a run's blocks

@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <string>
+
+#include "base/error.h"
 
 namespace kvc {
 
@@ -38,19 +41,21 @@ ThreadedRecordWriter::ThreadedRecordWriter(const RecordLayout& layout,
       part_bytes_(std::move(part_bytes)),
       stores_(std::move(stores)),
       hasher_(hash_seed),
-      ring_(max_jobs == 0 ? 1 : max_jobs),
-      tickets_(ring_.size()),
+      cap_(max_jobs == 0 ? 1 : max_jobs),
+      tickets_(cap_),
+      priorities_(cap_),
       key_table_(key_table),
       key_table_size_(key_table_size),
-      tokens_(ring_.size() * layout.tokens_per_block),
-      parts_(ring_.size() * part_bytes_.size()),
-      runs_(ring_.size()),
-      run_bases_(ring_.size() * part_bytes_.size()),
+      tokens_(cap_ * layout.tokens_per_block),
+      parts_(cap_ * part_bytes_.size()),
+      runs_(cap_),
+      run_bases_(cap_ * part_bytes_.size()),
       bases_(part_bytes_.size()),
       accepted_(new std::atomic<uint64_t>[stores_.size()]),
       record_(new unsigned char[layout.record_bytes()]) {
   for (size_t s = 0; s < stores_.size(); ++s) accepted_[s].store(0, std::memory_order_relaxed);
-  recent_cap_ = 2 * ring_.size() + 16;
+  run_nodes_.resize(cap_);
+  recent_cap_ = 2 * cap_ + 16;
   recent_.reserve(recent_cap_ + 1);
   worker_ = std::thread([this] { run(); });
 }
@@ -80,12 +85,20 @@ void copy_into_ring(T* to, size_t cap, size_t each, uint64_t at, const T* from, 
 
 }  // namespace
 
+void ThreadedRecordWriter::check_ticket(uint64_t ticket) const {
+  if (ticket >= key_table_size_)
+    fail(KVC_ERR_INTERNAL, "record writer: ticket " + std::to_string(ticket) +
+                               " is outside the key table (" + std::to_string(key_table_size_) +
+                               " entries)");
+}
+
 size_t ThreadedRecordWriter::submit(const RecordWrite* jobs, size_t n) {
   const uint64_t tail = tail_.load(std::memory_order_relaxed);
   const size_t took = std::min(n, room());
-  const size_t T = layout_.tokens_per_block, G = part_bytes_.size(), cap = ring_.size();
+  const size_t T = layout_.tokens_per_block, G = part_bytes_.size(), cap = cap_;
   for (size_t i = 0; i < took; ++i) {  // each its own run
     const RecordWrite& j = jobs[i];
+    check_ticket(j.ticket);
     RunHead& h = next_head();
     h.parent_ticket = j.parent_ticket;
     h.parent = j.parent;
@@ -94,10 +107,9 @@ size_t ThreadedRecordWriter::submit(const RecordWrite* jobs, size_t n) {
     h.extra_hash = j.extra_hash;
     h.extra_digest = j.extra_digest;
     h.records = nullptr;
-    Entry& e = ring_[(tail + i) % cap];
+    h.count = 1;
     tickets_[(tail + i) % cap] = j.ticket;
-    e.priority = j.priority;
-    e.starts_run = true;
+    priorities_[(tail + i) % cap] = j.priority;
     copy_into_ring(tokens_.data(), cap, T, tail + i, j.tokens, 1);
     copy_into_ring(parts_.data(), cap, G, tail + i, j.parts, 1);
   }
@@ -111,7 +123,7 @@ size_t ThreadedRecordWriter::submit_run(const RecordRun& run) {
   const size_t took = std::min(run.count, room());
   if (run.count > took) count_refused(run.count - took);
   if (took == 0) return 0;
-  const size_t T = layout_.tokens_per_block, G = part_bytes_.size(), cap = ring_.size();
+  const size_t T = layout_.tokens_per_block, G = part_bytes_.size(), cap = cap_;
   RunHead& h = next_head();
   h.parent_ticket = run.parent_ticket;
   h.parent = run.parent;
@@ -120,22 +132,27 @@ size_t ThreadedRecordWriter::submit_run(const RecordRun& run) {
   h.extra_hash = 0;
   h.extra_digest = ChainDigest{};
   h.records = nullptr;
-  for (size_t i = 0; i < took; ++i) {
-    Entry& e = ring_[(tail + i) % cap];
-    tickets_[(tail + i) % cap] = run.tickets[i];
-    e.priority = run.priorities[i];
-    e.starts_run = i == 0;
-  }
+  h.count = uint32_t(took);
   if (run.nodes != nullptr) {
-    // The worker reads tokens and block addresses from the node records:
-    // the run's header names them (and the pools' bases), its entries the
-    // node ids only.
+    // The worker finds the nodes (up from the last one's record) and reads
+    // their tokens and block addresses there: the header is all this call
+    // writes. Blocks past the room are the last ones: skipped.
+    check_ticket(run.last);
     h.records = run.nodes->records;
     h.stride = run.nodes->stride;
+    h.parent_at = run.nodes->parent_at;
     h.blocks_at = run.nodes->blocks_at;
+    h.last = run.last;
+    h.skip = uint32_t(run.count - took);
+    h.priority = run.priority;
     std::copy(run.nodes->bases, run.nodes->bases + G,
               run_bases_.begin() + ptrdiff_t(((runs_submitted_ - 1) % runs_.size()) * G));
   } else {
+    for (size_t i = 0; i < took; ++i) {
+      check_ticket(run.tickets[i]);
+      tickets_[(tail + i) % cap] = run.tickets[i];
+      priorities_[(tail + i) % cap] = run.priorities[i];
+    }
     copy_into_ring(tokens_.data(), cap, T, tail, run.tokens, took);
     copy_into_ring(parts_.data(), cap, G, tail, run.parts, took);
   }
@@ -157,7 +174,7 @@ void ThreadedRecordWriter::publish(uint64_t tail, size_t took) {
   const int sleep = sleep_.load(std::memory_order_relaxed);
   if (sleep == kDeep ||
       (sleep == kPolling &&
-       2 * (tail + took - written_.load(std::memory_order_relaxed)) >= ring_.size())) {
+       2 * (tail + took - written_.load(std::memory_order_relaxed)) >= cap_)) {
     std::lock_guard<std::mutex> lock(mu_);  // the worker is waiting or about to
     work_cv_.notify_one();
   }
@@ -193,17 +210,38 @@ void ThreadedRecordWriter::remember(uint64_t ticket, const StoreKey& key) {
   if (it != recent_.end() && it->second.job == oldest.second) recent_.erase(it);
 }
 
-bool ThreadedRecordWriter::key_of(uint64_t at, StoreKey& key) {
-  const Entry& e = ring_[at % ring_.size()];
-  const StoreKey* parent = &last_key_;
-  if (e.starts_run) {
+void ThreadedRecordWriter::begin_job(uint64_t at) {
+  const size_t i = size_t(at % cap_);
+  starts_run_ = run_left_ == 0;
+  if (starts_run_) {  // the run's header (every job is in one)
     const size_t slot = size_t(runs_taken_++ % runs_.size());
     run_ = runs_[slot];
+    run_left_ = run_.count;
+    run_at_ = 0;
     if (run_.records != nullptr) {
       const size_t G = part_bytes_.size();
       std::copy(run_bases_.begin() + ptrdiff_t(slot * G),
                 run_bases_.begin() + ptrdiff_t((slot + 1) * G), bases_.begin());
+      // Its nodes, root-down: each block's node is the parent of the next
+      // one's, so they are the last one and its parents (past those
+      // skipped).
+      uint32_t n = run_.last;
+      for (uint32_t k = 0; k < run_.skip; ++k) n = run_.records[uint64_t(n) * run_.stride + run_.parent_at];
+      for (uint32_t k = run_.count; k-- > 0;) {
+        run_nodes_[k] = n;
+        if (k > 0) n = run_.records[uint64_t(n) * run_.stride + run_.parent_at];
+      }
     }
+  }
+  ticket_ = run_.records != nullptr ? run_nodes_[run_at_] : tickets_[i];
+  priority_ = run_.records != nullptr ? run_.priority : priorities_[i];
+  ++run_at_;
+  --run_left_;
+}
+
+bool ThreadedRecordWriter::key_of(uint64_t at, StoreKey& key) {
+  const StoreKey* parent = &last_key_;
+  if (starts_run_) {
     parent = &run_.parent;
     if (run_.parent_ticket != RecordWrite::kNoTicket) {
       const auto it = recent_.find(run_.parent_ticket);
@@ -218,28 +256,27 @@ bool ThreadedRecordWriter::key_of(uint64_t at, StoreKey& key) {
   const int32_t* tokens = tokens_of(at);
   key.hash = hasher_.block(parent->hash, run_.scope_hash, run_.extra_hash, tokens, T);
   key.digest = block_chain_digest(parent->digest, run_.scope_digest, run_.extra_digest, tokens, T);
-  remember(tickets_[at % ring_.size()], key);
+  remember(ticket_, key);
   last_key_ = key;
   return true;
 }
 
 const int32_t* ThreadedRecordWriter::tokens_of(uint64_t at) const {
-  const size_t i = size_t(at % ring_.size());
+  const size_t i = size_t(at % cap_);
   if (run_.records == nullptr) return tokens_.data() + i * layout_.tokens_per_block;
   // A node record begins with its tokens (radix_tree.h).
-  return reinterpret_cast<const int32_t*>(run_.records + tickets_[i] * run_.stride);
+  return reinterpret_cast<const int32_t*>(run_.records + ticket_ * run_.stride);
 }
 
 const unsigned char* ThreadedRecordWriter::part_of(uint64_t at, size_t g) const {
-  const size_t i = size_t(at % ring_.size());
+  const size_t i = size_t(at % cap_);
   if (run_.records == nullptr) return parts_[i * part_bytes_.size() + g];
-  const uint32_t block = run_.records[tickets_[i] * run_.stride + run_.blocks_at + g];
+  const uint32_t block = run_.records[ticket_ * run_.stride + run_.blocks_at + g];
   return bases_[g] + uint64_t(block) * part_bytes_[g];
 }
 
 void ThreadedRecordWriter::write(uint64_t at, const StoreKey& key) {
   // Blocks into the record's payload, then the header with its checksum.
-  const size_t i = size_t(at % ring_.size());
   unsigned char* payload = record_.get() + layout_.header_bytes();
   for (size_t g = 0; g < part_bytes_.size(); ++g) {
     std::memcpy(payload, part_of(at, g), part_bytes_[g]);
@@ -249,7 +286,7 @@ void ThreadedRecordWriter::write(uint64_t at, const StoreKey& key) {
   rk.lookup_hash = key.hash;
   rk.digest = key.digest;
   rk.tokens = tokens_of(at);
-  seal_record(layout_, rk, ring_[i].priority, record_.get());
+  seal_record(layout_, rk, priority_, record_.get());
 }
 
 void ThreadedRecordWriter::run() {
@@ -282,7 +319,7 @@ void ThreadedRecordWriter::run() {
       if (paused_.load()) continue;
     }
     idle = 0;
-    Entry& entry = ring_[at % ring_.size()];
+    begin_job(at);
     StoreKey key;
     const bool is_keyed = key_of(at, key);
     if (is_keyed) {
@@ -290,15 +327,15 @@ void ThreadedRecordWriter::run() {
       // The later stores copy the record; the first (the disk, where there
       // is one) takes the buffer itself and hands back another: no copy.
       for (size_t s = stores_.size(); s-- > 0;) {
-        took[s] = s == 0 ? stores_[s]->put_buffer(key.hash, entry.priority, record_)
-                         : stores_[s]->put(key.hash, entry.priority, record_.get());
+        took[s] = s == 0 ? stores_[s]->put_buffer(key.hash, priority_, record_)
+                         : stores_[s]->put(key.hash, priority_, record_.get());
         if (took[s]) accepted_[s].fetch_add(1, std::memory_order_relaxed);
       }
     } else {
       key = StoreKey{};  // all zero: not keyed
       dropped_.fetch_add(1, std::memory_order_relaxed);
     }
-    key_table_[tickets_[at % ring_.size()]] = key;  // zero: not keyed
+    key_table_[ticket_] = key;  // zero: not keyed
     written_.store(at + 1, std::memory_order_seq_cst);
     if (flushing_.load(std::memory_order_seq_cst)) {
       std::lock_guard<std::mutex> lock(mu_);

@@ -76,7 +76,7 @@ class ThreadedRecordWriter final : public RecordWriter {
 
   size_t submit(const RecordWrite* jobs, size_t n) override;
   size_t submit_run(const RecordRun& run) override;
-  size_t room() const override { return ring_.size() - size_t(tail_.load(std::memory_order_relaxed) - head_); }
+  size_t room() const override { return cap_ - size_t(tail_.load(std::memory_order_relaxed) - head_); }
   void count_dropped(uint64_t n) override { count_refused(n); }
   void release(uint64_t n) override { head_ = std::max(head_, n); }
   void flush() override;
@@ -94,17 +94,15 @@ class ThreadedRecordWriter final : public RecordWriter {
   void set_paused(bool paused) override;
 
  private:
-  // One job, as the serving thread wrote it: its ticket is tickets_[i], its
-  // tokens tokens_[i * T, (i + 1) * T), its block addresses parts_[i * G,
-  // (i + 1) * G) (i: its place in the ring), unless its run reads them from
-  // node records (RecordRun::nodes; ticket = node id). Its key goes to
-  // key_table_[ticket].
-  struct Entry {
-    uint32_t priority = 0;
-    bool starts_run = false;  // its run's header is the worker's next in runs_
-  };
-  // What a run's blocks share; the first chains on parent_ticket's job or
-  // on parent, each next one on the block before it.
+  // A job, as the serving thread wrote it (i: its place in the ring): its
+  // ticket tickets_[i], priority priorities_[i], tokens tokens_[i * T,
+  // (i + 1) * T) and block addresses parts_[i * G, (i + 1) * G), unless its
+  // run is one of node records (RecordRun::nodes): then the run's header
+  // says all, and the worker finds each job's node (its ticket) and reads
+  // the rest from its record. Its key goes to key_table_[ticket].
+  // What a run's blocks share (every job is in one: the first `count` jobs
+  // not yet in a run are this one's); the first chains on parent_ticket's
+  // job or on parent, each next one on the block before it.
   struct RunHead {
     uint64_t parent_ticket = RecordWrite::kNoTicket;
     StoreKey parent;
@@ -112,19 +110,29 @@ class ThreadedRecordWriter final : public RecordWriter {
     ChainDigest scope_digest;
     uint64_t extra_hash = 0;
     ChainDigest extra_digest;
+    uint32_t count = 0;
     // Node records (RecordRun::nodes), or null: the ring's copies; the
-    // pools' bases are run_bases_[slot * G, (slot + 1) * G).
+    // pools' bases are run_bases_[slot * G, (slot + 1) * G). The run's
+    // blocks are the `count` nodes that end `skip` parents above `last`.
     const uint32_t* records = nullptr;
     uint32_t stride = 0;
+    uint32_t parent_at = 0;
     uint32_t blocks_at = 0;
+    uint32_t last = 0;
+    uint32_t skip = 0;
+    uint32_t priority = 0;
   };
   void run();
   // The serving thread: the next run's header, and making `took` entries
   // after `tail` visible (waking the worker if it must).
   RunHead& next_head() { return runs_[runs_submitted_++ % runs_.size()]; }
   void publish(uint64_t tail, size_t took);
-  // The worker, outside the lock: the job's key (false: its parent's is
+  // Throws Error(KVC_ERR_INTERNAL) for a ticket outside the key table.
+  void check_ticket(uint64_t ticket) const;
+  // The worker, outside the lock: job `at`'s run (its header taken at the
+  // run's first job), ticket and priority; its key (false: its parent's is
   // unknown), then its record.
+  void begin_job(uint64_t at);
   bool key_of(uint64_t at, StoreKey& key);
   void write(uint64_t at, const StoreKey& key);
 
@@ -141,13 +149,14 @@ class ThreadedRecordWriter final : public RecordWriter {
   const std::vector<uint64_t> part_bytes_;
   const std::vector<BlockStore*> stores_;
   const PortableHasher hasher_;
-  std::vector<Entry> ring_;
-  std::vector<uint64_t> tickets_;            // ring_.size(): the jobs' tickets
+  const size_t cap_;                         // the ring's places (max_jobs)
+  std::vector<uint64_t> tickets_;            // cap_: the jobs' tickets (copies)
+  std::vector<uint32_t> priorities_;         // cap_: their priorities (copies)
   StoreKey* const key_table_;                // the core's: job keys by ticket (the worker writes)
   const size_t key_table_size_;
-  std::vector<int32_t> tokens_;              // ring_.size() * T
-  std::vector<const unsigned char*> parts_;  // ring_.size() * G
-  std::vector<RunHead> runs_;                // ring_.size()
+  std::vector<int32_t> tokens_;              // cap_ * T
+  std::vector<const unsigned char*> parts_;  // cap_ * G
+  std::vector<RunHead> runs_;                // cap_
   std::vector<const unsigned char*> run_bases_;  // runs_.size() * G
   std::vector<const unsigned char*> bases_;  // G: the worker's run's pools' bases
   std::unique_ptr<std::atomic<uint64_t>[]> accepted_;  // per store (the worker adds)
@@ -167,9 +176,16 @@ class ThreadedRecordWriter final : public RecordWriter {
   std::deque<std::pair<uint64_t, uint64_t>> recent_order_;  // (ticket, job number)
   size_t recent_cap_ = 0;
   uint64_t jobs_keyed_ = 0;
-  // The worker's: headers taken, the run it is in, its last block's key.
+  // The worker's: headers taken, the run it is in (its nodes, root-down,
+  // for a run of node records; jobs left, the next one's place in it), the
+  // job's ticket and priority, its last block's key.
   uint64_t runs_taken_ = 0;
   RunHead run_;
+  std::vector<uint32_t> run_nodes_;  // cap_
+  uint32_t run_left_ = 0, run_at_ = 0;
+  bool starts_run_ = false;
+  uint64_t ticket_ = 0;
+  uint32_t priority_ = 0;
   // The worker: job `at`'s tokens and its group g block's address.
   const int32_t* tokens_of(uint64_t at) const;
   const unsigned char* part_of(uint64_t at, size_t g) const;

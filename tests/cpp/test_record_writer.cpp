@@ -103,9 +103,12 @@ struct Core {
     for (size_t i = 0; i < took; ++i) accepted.push_back(jobs[i].ticket);
     return took;
   }
-  size_t submit_run(const RecordRun& run) {
+  // `tickets`: the run's blocks' (a run of node records names its last
+  // node only).
+  size_t submit_run(const RecordRun& run, const uint64_t* tickets = nullptr) {
     const size_t took = w.submit_run(run);
-    for (size_t i = 0; i < took; ++i) accepted.push_back(run.tickets[i]);
+    if (tickets == nullptr) tickets = run.tickets;
+    for (size_t i = 0; i < took; ++i) accepted.push_back(tickets[i]);
     return took;
   }
   // Appends the jobs finished since the last call and frees their places.
@@ -428,11 +431,13 @@ TEST(RecordWriter, ARunChainsItsBlocksAndIsCutAtTheRoom) {
 }
 
 // A run whose blocks the writer reads from node records (RecordRun::nodes):
-// the serving side hands it node ids only; the writer finds each block's
-// tokens in its node's record and its bytes through the record's block ids
-// and the pools' bases. Its records are bit for bit those of the same run
-// handed over as copies (tokens and addresses), two groups, across the
-// ring's wrap and the run headers' reuse.
+// the serving side hands it the last node's id only; the writer finds the
+// run's nodes up the parent words of the records, each block's tokens in
+// its node's record and its bytes through the record's block ids and the
+// pools' bases. Its records and keys are bit for bit those of the same run
+// handed over as copies (tickets, tokens and addresses), two groups, across
+// the ring's wrap and the run headers' reuse; a run cut at the room keeps
+// its first blocks.
 class Keeper final : public BlockStore {
  public:
   explicit Keeper(const RecordLayout& l) : layout_(l) {}
@@ -460,10 +465,11 @@ TEST(RecordWriter, ARunReadFromNodeRecordsWritesTheSameRecordsAsItsCopies) {
   std::vector<unsigned char> pool_a(8 * kA), pool_b(8 * kB);
   for (size_t i = 0; i < pool_a.size(); ++i) pool_a[i] = static_cast<unsigned char>((i / kA) * 16 + i % kA);
   for (size_t i = 0; i < pool_b.size(); ++i) pool_b[i] = static_cast<unsigned char>(200 - i / kB - i % kB);
-  // Node records, 8 words each: tokens (kT), then the block ids at word 4.
-  constexpr uint32_t kStride = 8, kBlocksAt = 4;
+  // Node records, 8 words each: tokens (kT), the parent's id at word 2,
+  // the block ids at word 4.
+  constexpr uint32_t kStride = 8, kParentAt = 2, kBlocksAt = 4;
   std::vector<uint32_t> records(16 * kStride, 0xdeadbeef);
-  const uint64_t nodes[6] = {3, 9, 4, 12, 1, 7};  // two runs: 3 and 3 blocks
+  const uint64_t nodes[6] = {3, 9, 4, 12, 1, 7};  // one chain, two runs: 3 and 3 blocks
   const uint32_t blocks_a[6] = {5, 0, 7, 2, 6, 1}, blocks_b[6] = {1, 3, 0, 6, 2, 4};
   std::vector<int32_t> tokens;                 // the copies' side
   std::vector<const unsigned char*> parts;
@@ -471,6 +477,7 @@ TEST(RecordWriter, ARunReadFromNodeRecordsWritesTheSameRecordsAsItsCopies) {
     uint32_t* r = &records[nodes[i] * kStride];
     r[0] = uint32_t(1000 + 3 * i);
     r[1] = uint32_t(7 * i);
+    r[kParentAt] = i == 0 ? 15 : uint32_t(nodes[i - 1]);  // node 15: not written
     r[kBlocksAt] = blocks_a[i];
     r[kBlocksAt + 1] = blocks_b[i];
     tokens.push_back(int32_t(r[0]));
@@ -482,13 +489,15 @@ TEST(RecordWriter, ARunReadFromNodeRecordsWritesTheSameRecordsAsItsCopies) {
   NodeRecords source;
   source.records = records.data();
   source.stride = kStride;
+  source.parent_at = kParentAt;
   source.blocks_at = kBlocksAt;
   source.bases = bases;
-  const uint32_t priorities[6] = {1, 2, 3, 4, 5, 6};
+  const uint32_t priorities[6] = {5, 5, 5, 6, 6, 6};  // one per run
 
+  std::vector<WriteDone> keys[2];  // copies, records
   auto write_all = [&](bool from_records) {
     Keeper store(l);
-    std::vector<WriteDone> done;
+    std::vector<WriteDone>& done = keys[from_records];
     {
       Core c({&store}, 4, l, {kA, kB});
       for (size_t k = 0; k < 2; ++k) {  // the second run wraps the ring of 4
@@ -499,11 +508,15 @@ TEST(RecordWriter, ARunReadFromNodeRecordsWritesTheSameRecordsAsItsCopies) {
         if (k == 1) run.parent_ticket = nodes[2];  // chains on the first run's last job
         if (from_records) {
           run.nodes = &source;
+          run.last = uint32_t(nodes[3 * k + 2]);
+          run.priority = priorities[3 * k];
+          run.tickets = nullptr;
+          run.priorities = nullptr;
         } else {
           run.tokens = tokens.data() + 3 * k * kT;
           run.parts = parts.data() + 3 * k * 2;
         }
-        EXPECT_EQ(c.submit_run(run), 3u);
+        EXPECT_EQ(c.submit_run(run, nodes + 3 * k), 3u);
         c.w.flush();
         c.take_done(done);
       }
@@ -521,10 +534,35 @@ TEST(RecordWriter, ARunReadFromNodeRecordsWritesTheSameRecordsAsItsCopies) {
   ASSERT_EQ(read.size(), 6u);
   for (size_t i = 0; i < 6; ++i) {
     EXPECT_EQ(read[i], copied[i]) << "record " << i;
+    EXPECT_EQ(keys[1][i].key.hash, keys[0][i].key.hash) << i;
+    EXPECT_EQ(keys[1][i].key.digest, keys[0][i].key.digest) << i;
     // The payload is the two pool blocks', bit for bit.
     const unsigned char* payload = read[i].data() + l.header_bytes();
     EXPECT_EQ(std::memcmp(payload, pool_a.data() + blocks_a[i] * kA, kA), 0) << i;
     EXPECT_EQ(std::memcmp(payload + kA, pool_b.data() + blocks_b[i] * kB, kB), 0) << i;
+  }
+
+  // The first run again into a ring of 2: its first two blocks are taken
+  // (the same records and keys), the last one dropped.
+  Keeper store(l);
+  std::vector<WriteDone> done;
+  {
+    Core c({&store}, 2, l, {kA, kB});
+    RecordRun run;
+    run.count = 3;
+    run.nodes = &source;
+    run.last = uint32_t(nodes[2]);
+    run.priority = priorities[0];
+    EXPECT_EQ(c.submit_run(run, nodes), 2u);
+    EXPECT_EQ(c.w.dropped(), 1u);
+    c.w.flush();
+    c.take_done(done);
+  }
+  ASSERT_EQ(done.size(), 2u);
+  ASSERT_EQ(store.records.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(done[i].key.digest, keys[0][i].key.digest) << i;
+    EXPECT_EQ(store.records[i], copied[i]) << i;
   }
 }
 
