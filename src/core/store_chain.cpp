@@ -333,7 +333,7 @@ bool StoreChain::wait_deferred() {
 
 void StoreChain::leave_slow(uint32_t node) {
   const uint64_t job = job_[node];
-  job_[node] = 0;  // its done entry, if not drained yet, memoizes nothing
+  job_[node] = 0;  // the key the writer stores for it is no node's (StoreKeys::known)
   deferred_flag_[node] = 0;  // nor does a deferred entry of it
   if (job <= finished_) return;
   finished_ = writer_->finished();

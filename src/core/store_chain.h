@@ -28,11 +28,13 @@
 //    cost per block written is its copies and its stamp, not a hold; the
 //    jobs whose blocks reach the queue's head before the writer is done
 //    cost a defer and a requeue.
-//    The blocks of one commit that follow one another go as one run
-//    (RecordRun: one header and one publication in the ring, per block its
-//    node id and priority): the writer reads each block's tokens and block
-//    ids from the node's tree record (NodeRecords) and its bytes from the
-//    pools, which is safe because the stamp keeps all three unchanged until
+//    The blocks of one commit that follow one another at one priority go
+//    as one run (RecordRun: one header naming its last node, count and
+//    priority, and one publication in the ring; nothing per block): the
+//    writer finds the run's nodes up the parent words of the tree's
+//    records, reads each block's tokens and block ids there (NodeRecords)
+//    and its bytes from the pools, which is safe because the stamp keeps
+//    all three unchanged until
 //    the job is finished: the record's words are written at insert, before
 //    the run's publication, and changed again only after leaving() (erase,
 //    a host-tier move: HostTier::offload_node calls it before it renames
@@ -233,8 +235,8 @@ class StoreChain {
   // `node` is about to leave the primary tree (evicted, or moved to the
   // host tier): its blocks may be freed and reused once this returns. Waits
   // for its write job if that is not finished yet (leave_slow), and forgets
-  // the job (a drain then memoizes no key for a later node of that id). A
-  // load and a compare unless the writer must be asked.
+  // the job (the key the writer stored for it is then no node's, StoreKeys).
+  // A load and a compare unless the writer must be asked.
   void leaving(uint32_t node) {
     if (node >= job_.size() || job_[node] == 0) return;
     if (job_[node] <= finished_) {  // finished when last looked

@@ -13,17 +13,19 @@
 // ticket (never a line of the ring's) and publishes written_; the core
 // reads the key there once finished() says the job is done, and frees the
 // places with release() (head_).
-// What a run's blocks share (parent, scope, extra keys, and where its
-// blocks are read) is one header in runs_, read by the worker at the run's
-// first entry. A run handed over with node records (RecordRun::nodes, the
-// core's write-through) costs the serving thread that header, one
-// publication and per block its ticket (the node id) and priority: the
-// worker reads the block's tokens and block ids from the node's record
-// (block_store.h, NodeRecords) and its bytes from the pools. Other jobs
-// (submit(), a run without records) have their tokens and block addresses
-// copied into flat arrays (tokens_, parts_: a run's are a memcpy or two). A header's slot is free again once its run's first
-// entry is done, always so by the time it comes round (a run holds at least
-// one entry, and the ring at most max_jobs). So an entry is free again only
+// What a run's blocks share (parent, scope, extra keys, how many jobs it
+// holds, and where its blocks are read) is one header in runs_, read by the
+// worker at the run's first job. A run handed over with node records
+// (RecordRun::nodes, the core's write-through) costs the serving thread
+// that header and one publication, nothing per block: the worker finds the
+// run's nodes (its tickets) up the parent words of the records from the
+// last one, and reads each block's tokens and block ids from its node's
+// record (block_store.h, NodeRecords) and its bytes from the pools. Other
+// jobs (submit(), a run of copies) have their tickets, priorities, tokens
+// and block addresses copied into flat arrays (tickets_, priorities_,
+// tokens_, parts_: a run's are a few memcpys). A header's slot is free
+// again once its run's first job is done, always so by the time it comes
+// round (a run holds at least one job, and the ring at most max_jobs). So an entry is free again only
 // once the core released it, the serving thread never takes a lock, waits
 // for one or allocates, and the two threads share two counters, each
 // written by one of them, on cache lines of their own. The serving thread
