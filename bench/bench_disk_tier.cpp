@@ -34,7 +34,11 @@
 //   bench_disk_tier [DIR] [REPETITIONS] [all|throughput|serving]
 //   (DIR default $TMPDIR or /tmp; KVC_BENCH_ONLY_KIB=N: throughput of N KiB
 //   blocks only; KVC_BENCH_PIN=1: serving thread on CPU 0, the tier's
-//   threads on CPU 1)
+//   threads on CPU 1; KVC_BENCH_ROUND_US=N: the serving loop starts a round
+//   every N us, spinning in between, as an engine whose steps take that
+//   long: the record writer then keeps up unless the blocks committed per
+//   second exceed what it writes; default 0, rounds back to back, which
+//   keeps the writer's queue full: an overload, the case of record)
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
@@ -185,9 +189,22 @@ void measure(const ThreadCounter& counter, CallCost& cost, F call) {
 // (store_chain.h).
 constexpr int kCalls = 4;
 const char* const kCallNames[kCalls] = {"add", "commit", "remove", "round (sum)"};
+// KVC_BENCH_ROUND_US: a round's period (0: back to back).
+double round_period_us() {
+  const char* v = std::getenv("KVC_BENCH_ROUND_US");
+  return v != nullptr ? std::atof(v) : 0.0;
+}
+
 void serve(kvc_cache_t* cache, uint64_t first_seed, int rounds, CallCost* calls) {
   static const ThreadCounter counter;
+  static const double period_us = round_period_us();
+  auto next = Clock::now();
   for (int i = 0; i < rounds; ++i) {
+    if (period_us > 0) {  // spin to the round's start: no sleep, the core stays this thread's
+      next += std::chrono::nanoseconds(int64_t(period_us * 1000));
+      while (Clock::now() < next) {
+      }
+    }
     const auto p = unique_prompt(first_seed + uint64_t(i), 512);
     const uint64_t id = first_seed + uint64_t(i);
     measure(counter, calls[0], [&] {
@@ -250,6 +267,10 @@ void serving(const std::string& base, int reps) {
   std::printf("p99, off / on; instructions: user-space instructions it retired per call (perf\n");
   std::printf("counter; -1: not allowed here), p50 and p99, off / on. Wall p99 on a shared VM is\n");
   std::printf("mostly other processes (and the store's own threads) taking the core.\n");
+  if (round_period_us() > 0)
+    std::printf("Rounds: one every %.0f us (KVC_BENCH_ROUND_US), spinning in between.\n", round_period_us());
+  else
+    std::printf("Rounds: back to back (the record writer's queue stays full: an overload).\n");
   std::printf("Threads: %s.\n\n", pin_threads() ? "serving thread pinned to CPU 0, the tier's threads to CPU 1 (KVC_BENCH_PIN=1)"
                                                  : "not pinned (KVC_BENCH_PIN=1 pins them)");
   std::printf("| model (block set) | call | off p50 | on p50 | off p99 [rounds] | on p99 [rounds] | on/off p99 |"

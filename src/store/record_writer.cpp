@@ -95,10 +95,10 @@ void ThreadedRecordWriter::check_ticket(uint64_t ticket) const {
 size_t ThreadedRecordWriter::submit(const RecordWrite* jobs, size_t n) {
   const uint64_t tail = tail_.load(std::memory_order_relaxed);
   const size_t took = std::min(n, room());
+  for (size_t i = 0; i < took; ++i) check_ticket(jobs[i].ticket);  // before anything changes
   const size_t T = layout_.tokens_per_block, G = part_bytes_.size(), cap = cap_;
   for (size_t i = 0; i < took; ++i) {  // each its own run
     const RecordWrite& j = jobs[i];
-    check_ticket(j.ticket);
     RunHead& h = next_head();
     h.parent_ticket = j.parent_ticket;
     h.parent = j.parent;
@@ -121,6 +121,8 @@ size_t ThreadedRecordWriter::submit(const RecordWrite* jobs, size_t n) {
 size_t ThreadedRecordWriter::submit_run(const RecordRun& run) {
   const uint64_t tail = tail_.load(std::memory_order_relaxed);
   const size_t took = std::min(run.count, room());
+  if (took > 0 && run.nodes != nullptr) check_ticket(run.last);  // before anything changes
+  for (size_t i = 0; i < took && run.nodes == nullptr; ++i) check_ticket(run.tickets[i]);
   if (run.count > took) count_refused(run.count - took);
   if (took == 0) return 0;
   const size_t T = layout_.tokens_per_block, G = part_bytes_.size(), cap = cap_;
@@ -137,7 +139,6 @@ size_t ThreadedRecordWriter::submit_run(const RecordRun& run) {
     // The worker finds the nodes (up from the last one's record) and reads
     // their tokens and block addresses there: the header is all this call
     // writes. Blocks past the room are the last ones: skipped.
-    check_ticket(run.last);
     h.records = run.nodes->records;
     h.stride = run.nodes->stride;
     h.parent_at = run.nodes->parent_at;
@@ -149,7 +150,6 @@ size_t ThreadedRecordWriter::submit_run(const RecordRun& run) {
               run_bases_.begin() + ptrdiff_t(((runs_submitted_ - 1) % runs_.size()) * G));
   } else {
     for (size_t i = 0; i < took; ++i) {
-      check_ticket(run.tickets[i]);
       tickets_[(tail + i) % cap] = run.tickets[i];
       priorities_[(tail + i) % cap] = run.priorities[i];
     }

@@ -9,8 +9,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "core/block_record.h"
 #include "core/portable_hash.h"
 #include "store/record_writer.h"
@@ -332,6 +334,40 @@ TEST(RecordWriter, JobsRacingTheWorkerFinishOnceInOrder) {
   EXPECT_EQ(w.accepted(0), accepted.size());
   EXPECT_EQ(store.hashes.size(), accepted.size());
   EXPECT_EQ(w.room(), 8u);
+}
+
+// A ticket outside the key table is the caller's bug: refused with
+// KVC_ERR_INTERNAL before anything changes (the jobs before it in the same
+// call included), and the writer goes on.
+TEST(RecordWriter, ATicketOutsideTheKeyTableIsRefusedAndChangesNothing) {
+  Recorder store;
+  Core c({&store}, 4);
+  Jobs jobs(2);
+  jobs.writes[1].ticket = kTable;  // one past the table
+  try {
+    c.w.submit(jobs.writes.data(), 2);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), KVC_ERR_INTERNAL);
+    EXPECT_NE(std::string(e.what()).find("outside the key table"), std::string::npos) << e.what();
+  }
+  const uint64_t last = kTable + 7;
+  RecordRun run;
+  run.count = 1;
+  run.tickets = &last;
+  const uint32_t priority = 1;
+  run.priorities = &priority;
+  run.tokens = jobs.tokens[0].data();
+  run.parts = &jobs.parts[0];
+  EXPECT_THROW(c.w.submit_run(run), Error);
+  EXPECT_EQ(c.w.room(), 4u);
+  EXPECT_EQ(c.w.dropped(), 0u);
+  EXPECT_EQ(c.submit(jobs.writes.data(), 1), 1u);
+  c.w.flush();
+  std::vector<WriteDone> done;
+  c.take_done(done);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].key.hash, root_hash(jobs.tokens[0]));
 }
 
 TEST(RecordWriter, TheDestructorFinishesJobsTheWorkerWasNotWokenFor) {
