@@ -26,7 +26,12 @@ namespace {
 // how many empty polls it makes before it sleeps longer, and that longer
 // sleep's bound (a submit wakes such a worker unless it read its state from
 // before the worker went to sleep: the jobs then wait for the timeout).
-constexpr auto kPoll = std::chrono::milliseconds(1);
+// 250 us, not 1 ms: an engine that commits every few hundred us then finds
+// the worker back before half the ring is queued, so its commits do not pay
+// the wake (a futex syscall, 2-60 us of the serving thread's CPU on a VM;
+// bench/results/2026-11-29-disk-serving-r9-handoff-h200-host.md). The cost:
+// up to 64 more timed waits of the worker's own after its last job.
+constexpr auto kPoll = std::chrono::microseconds(250);
 constexpr int kIdlePolls = 64;
 constexpr auto kDeepPoll = std::chrono::milliseconds(50);
 
