@@ -268,7 +268,8 @@ void serving(const std::string& base, int reps) {
   std::printf("counter; -1: not allowed here), p50 and p99, off / on. Wall p99 on a shared VM is\n");
   std::printf("mostly other processes (and the store's own threads) taking the core.\n");
   if (round_period_us() > 0)
-    std::printf("Rounds: one every %.0f us (KVC_BENCH_ROUND_US), spinning in between.\n", round_period_us());
+    std::printf("Rounds: one every %.0f us (KVC_BENCH_ROUND_US), spinning in between.\n",
+                round_period_us());
   else
     std::printf("Rounds: back to back (the record writer's queue stays full: an overload).\n");
   std::printf("Threads: %s.\n\n", pin_threads() ? "serving thread pinned to CPU 0, the tier's threads to CPU 1 (KVC_BENCH_PIN=1)"

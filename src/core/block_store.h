@@ -289,8 +289,9 @@ class RecordWriter {
   virtual size_t submit(const RecordWrite* jobs, size_t n) = 0;
   // The same for a run (one block per job, one publication for the run):
   // takes its leading blocks that fit, drops the rest (counted), returns
-  // how many it took. The serving thread's ring work is a few copies and
-  // one atomic store per run, whatever its length.
+  // how many it took. The serving thread's ring work is one header and one
+  // release store per run of node records, a few copies more for a run of
+  // copies.
   virtual size_t submit_run(const RecordRun& run) = 0;
   // How many jobs submit() would take now (the serving thread's own count:
   // no lock, no shared write), so that a commit builds no job the queue
@@ -306,8 +307,9 @@ class RecordWriter {
   // Jobs finished so far (the first n accepted jobs, in submission order;
   // one acquire load): a job numbered j (1 for the first accepted) no
   // longer reads its parts once finished() >= j, and its key is then in
-  // the key table (read after this load). The core stamps each written block with its job's
-  // number and checks it here before a block leaves the tree (store_chain.h).
+  // the key table (read after this load). The core stamps each written
+  // block with its job's number and checks it here before a block leaves
+  // the tree (store_chain.h).
   virtual uint64_t finished() const = 0;
   // Waits until finished() >= n (n <= the jobs accepted): CPU work, never
   // the stores' I/O, as flush(). A paused writer must be resumed first.

@@ -92,8 +92,7 @@ StoreChain::StoreChain(const CacheConfig& config, const GroupLayout& layout,
     job_.assign(index.tree().id_bound(), 0);
     keys_.attach_writer(&job_, &finished_);
     writer_ = open_record_writer(layout_, group_bytes_, std::move(raw), jobs,
-                                 config.event_hash_seed, keys_.key_table(),
-                                 keys_.key_table_size());
+                                 config.event_hash_seed, keys_.key_table(), keys_.key_table_size());
     deferred_flag_.assign(index.tree().id_bound(), 0);
   }
 }
@@ -280,7 +279,8 @@ void StoreChain::start_run(uint32_t parent, const StoreKeys::ScopeKeys& sk) {
   // remembers it (the job is one of the last ring's worth).
   run_.parent_ticket = RecordWrite::kNoTicket;
   run_.parent = StoreKey{};
-  if (parent != RadixTree::kRoot && job_[parent] > finished_) run_.parent_ticket = parent;
+  if (parent != RadixTree::kRoot && job_[parent] > finished_)
+    run_.parent_ticket = parent;
   else run_.parent = keys_.node_key(parent);  // memoized (the writer's), or made now
   run_.scope_hash = sk.hash;
   run_.scope_digest = sk.digest;
@@ -333,7 +333,7 @@ bool StoreChain::wait_deferred() {
 
 void StoreChain::leave_slow(uint32_t node) {
   const uint64_t job = job_[node];
-  job_[node] = 0;  // the key the writer stores for it is no node's (StoreKeys::known)
+  job_[node] = 0;            // the key the writer stores for it is no node's (StoreKeys::known)
   deferred_flag_[node] = 0;  // nor does a deferred entry of it
   if (job <= finished_) return;
   finished_ = writer_->finished();

@@ -103,13 +103,11 @@ class StoreKeys {
   const uint32_t T_;
   PortableHasher hasher_;
   // Whether node's write job is out (its table entry the writer's).
-  bool out(uint32_t node) const {
-    return writes_ != nullptr && (*writes_)[node] > *finished_;
-  }
+  bool out(uint32_t node) const { return writes_ != nullptr && (*writes_)[node] > *finished_; }
   std::vector<StoreKey> keys_;  // per node (also the writer's key table)
   std::vector<uint8_t> valid_;  // per node: made here
   std::vector<uint32_t> path_;  // scratch
-  std::vector<StoreKey> path_keys_;  // scratch: the path's keys, root-down
+  std::vector<StoreKey> path_keys_;                // scratch: the path's keys, root-down
   const std::vector<uint64_t>* writes_ = nullptr;  // attach_writer
   const uint64_t* finished_ = nullptr;
   StoreKey root_;

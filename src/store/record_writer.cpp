@@ -178,8 +178,7 @@ void ThreadedRecordWriter::publish(uint64_t tail, size_t took) {
   tail_.store(tail + took, std::memory_order_release);
   const int sleep = sleep_.load(std::memory_order_relaxed);
   if (sleep == kDeep ||
-      (sleep == kPolling &&
-       2 * (tail + took - written_.load(std::memory_order_relaxed)) >= cap_)) {
+      (sleep == kPolling && 2 * (tail + took - written_.load(std::memory_order_relaxed)) >= cap_)) {
     std::lock_guard<std::mutex> lock(mu_);  // the worker is waiting or about to
     work_cv_.notify_one();
   }
@@ -231,7 +230,8 @@ void ThreadedRecordWriter::begin_job(uint64_t at) {
       // one's, so they are the last one and its parents (past those
       // skipped).
       uint32_t n = run_.last;
-      for (uint32_t k = 0; k < run_.skip; ++k) n = run_.records[uint64_t(n) * run_.stride + run_.parent_at];
+      for (uint32_t k = 0; k < run_.skip; ++k)
+        n = run_.records[uint64_t(n) * run_.stride + run_.parent_at];
       for (uint32_t k = run_.count; k-- > 0;) {
         run_nodes_[k] = n;
         if (k > 0) n = run_.records[uint64_t(n) * run_.stride + run_.parent_at];
@@ -313,8 +313,10 @@ void ThreadedRecordWriter::run() {
         return stop_ || (!paused_.load() && tail_.load(std::memory_order_seq_cst) != at);
       };
       // Paused: until resumed (set_paused wakes it under the lock).
-      if (paused) work_cv_.wait(lock, ready);
-      else work_cv_.wait_for(lock, deep ? kDeepPoll : kPoll, ready);
+      if (paused)
+        work_cv_.wait(lock, ready);
+      else
+        work_cv_.wait_for(lock, deep ? kDeepPoll : kPoll, ready);
       sleep_.store(kAwake, std::memory_order_relaxed);
       if (tail_.load(std::memory_order_acquire) == at) {
         if (stop_ && !paused_.load()) return;  // stopping, every accepted job done

@@ -25,14 +25,14 @@
 // and block addresses copied into flat arrays (tickets_, priorities_,
 // tokens_, parts_: a run's are a few memcpys). A header's slot is free
 // again once its run's first job is done, always so by the time it comes
-// round (a run holds at least one job, and the ring at most max_jobs). So an entry is free again only
-// once the core released it, the serving thread never takes a lock, waits
-// for one or allocates, and the two threads share two counters, each
-// written by one of them, on cache lines of their own. The serving thread
-// reads the worker's count only when it asks finished() (a commit short of
-// room, a victim whose job it did not see finished): a call that hands
-// jobs over reads no line the worker writes, and writes tail_ with a
-// release store (no fence).
+// round (a run holds at least one job, and the ring at most max_jobs). So
+// an entry is free again only once the core released it, the serving
+// thread never takes a lock, waits for one or allocates, and the two
+// threads share two counters, each written by one of them, on cache lines
+// of their own. The serving thread reads the worker's count only when it
+// asks finished() (a commit short of room, a victim whose job it did not
+// see finished): a call that hands jobs over reads no line the worker
+// writes, and writes tail_ with a release store (no fence).
 //
 // Waking the worker. A submit never wakes a worker that is awake. An idle
 // worker sleeps on a condition variable with a timeout (kPoll): a submit
@@ -43,8 +43,8 @@
 // worker's state from before the worker went to sleep and not wake it:
 // the timeouts bound how long such jobs wait (kDeepPoll at most).
 // flush(), wait_finished(), set_paused() and the destructor always wake it
-// (under the lock). The
-// worker runs as a background thread (background_thread.h).
+// (under the lock). The worker runs as a background thread
+// (background_thread.h).
 //
 // The worker remembers the keys of its last jobs (2 x max_jobs + 16: a job
 // chains only on a job queued when it was submitted, so at most max_jobs
@@ -78,7 +78,9 @@ class ThreadedRecordWriter final : public RecordWriter {
 
   size_t submit(const RecordWrite* jobs, size_t n) override;
   size_t submit_run(const RecordRun& run) override;
-  size_t room() const override { return cap_ - size_t(tail_.load(std::memory_order_relaxed) - head_); }
+  size_t room() const override {
+    return cap_ - size_t(tail_.load(std::memory_order_relaxed) - head_);
+  }
   void count_dropped(uint64_t n) override { count_refused(n); }
   void release(uint64_t n) override { head_ = std::max(head_, n); }
   void flush() override;
@@ -151,14 +153,14 @@ class ThreadedRecordWriter final : public RecordWriter {
   const std::vector<uint64_t> part_bytes_;
   const std::vector<BlockStore*> stores_;
   const PortableHasher hasher_;
-  const size_t cap_;                         // the ring's places (max_jobs)
-  std::vector<uint64_t> tickets_;            // cap_: the jobs' tickets (copies)
-  std::vector<uint32_t> priorities_;         // cap_: their priorities (copies)
-  StoreKey* const key_table_;                // the core's: job keys by ticket (the worker writes)
+  const size_t cap_;                  // the ring's places (max_jobs)
+  std::vector<uint64_t> tickets_;     // cap_: the jobs' tickets (copies)
+  std::vector<uint32_t> priorities_;  // cap_: their priorities (copies)
+  StoreKey* const key_table_;         // the core's: job keys by ticket (the worker writes)
   const size_t key_table_size_;
-  std::vector<int32_t> tokens_;              // cap_ * T
-  std::vector<const unsigned char*> parts_;  // cap_ * G
-  std::vector<RunHead> runs_;                // cap_
+  std::vector<int32_t> tokens_;                  // cap_ * T
+  std::vector<const unsigned char*> parts_;      // cap_ * G
+  std::vector<RunHead> runs_;                    // cap_
   std::vector<const unsigned char*> run_bases_;  // runs_.size() * G
   std::vector<const unsigned char*> bases_;  // G: the worker's run's pools' bases
   std::unique_ptr<std::atomic<uint64_t>[]> accepted_;  // per store (the worker adds)

@@ -99,7 +99,8 @@ constexpr size_t kTable = 4096;
 struct Core {
   explicit Core(std::vector<BlockStore*> stores, size_t max_jobs, const RecordLayout& l = layout(),
                 std::vector<uint64_t> parts = {kPayload})
-      : table(kTable), w(l, std::move(parts), std::move(stores), max_jobs, kSeed, table.data(), kTable) {}
+      : table(kTable),
+        w(l, std::move(parts), std::move(stores), max_jobs, kSeed, table.data(), kTable) {}
   size_t submit(const RecordWrite* jobs, size_t n) {
     const size_t took = w.submit(jobs, n);
     for (size_t i = 0; i < took; ++i) accepted.push_back(jobs[i].ticket);
