@@ -147,7 +147,7 @@ void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end,
   run_ = RecordRun{};
   uint32_t scope = UINT32_MAX;
   StoreKeys::ScopeKeys sk;
-  uint32_t last = kNoNode, run_scope = UINT32_MAX;  // the run's last block, its scope
+  uint32_t run_scope = UINT32_MAX;  // the run's scope (its last block: run_.last)
   // Blocks past the queue's room are not built, only counted (dropped): an
   // overloaded writer costs the commit a check per block, no key or copy.
   size_t room = writer_->room();
@@ -197,7 +197,7 @@ void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end,
         room -= size_t(take);
         if (take > 0) {
           if (run_.count > 0 &&
-              (last != nodes[c - 1] || run_scope != scope || run_.priority != priority))
+              (run_.last != nodes[c - 1] || run_scope != scope || run_.priority != priority))
             submit_run();
           if (run_.count == 0) {
             start_run(nodes[c - 1], sk);
@@ -206,7 +206,7 @@ void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end,
           }
           std::copy(nodes + c, nodes + c + take, run_tickets_.begin() + ptrdiff_t(run_.count));
           run_.count += size_t(take);
-          last = nodes[c + take - 1];
+          run_.last = nodes[c + take - 1];
         }
         c = stop;
       }
@@ -238,7 +238,7 @@ void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end,
     }
     const bool extra = !t.extra.empty();
     if (run_.count > 0 &&
-        (extra || t.parent != last || t.scope != run_scope || run_.priority != r.priority))
+        (extra || t.parent != run_.last || t.scope != run_scope || run_.priority != r.priority))
       submit_run();
     if (run_.count == 0) {
       start_run(t.parent, sk);
@@ -247,7 +247,7 @@ void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end,
     }
     run_tickets_[run_.count] = node;
     ++run_.count;
-    last = node;
+    run_.last = node;
     if (extra) {  // a job of its own, with its extra keys, its tokens and addresses copied
       const unsigned char** parts = run_parts_.data();
       for (uint32_t g = 0; g < G; ++g)
@@ -290,7 +290,6 @@ void StoreChain::submit_run() {
   if (run_.count == 0) return;
   // The writer finds the run's nodes up from the last one's record (each
   // block's node is the next one's parent), and their tokens and blocks.
-  run_.last = uint32_t(run_tickets_[run_.count - 1]);
   run_.nodes = &node_records_;
   // No lock: the run goes into the writer's ring (a prefix of it, the rest
   // dropped and counted by the writer: none here, as room() said), so no job

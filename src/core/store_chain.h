@@ -9,10 +9,10 @@
 //    key chains on (the parent's key, or the parent's job when that is still
 //    out; the scope's digests), tokens, priority and its blocks' addresses;
 //    the writer makes the key (portable hash and SHA-256 chain digest) and
-//    stores it in the per-node key table (StoreKeys). No reference is taken: each
-//    node written is stamped with its job's number (job_), and the writer
-//    publishes how many jobs it finished (RecordWriter::finished, monotone,
-//    in submission order). A block whose job is not finished is cached and
+//    stores it in the per-node key table (StoreKeys). No reference is
+//    taken: each node written is stamped with its job's number (job_), and
+//    the writer publishes how many jobs it finished (RecordWriter::finished,
+//    monotone, in submission order). A block whose job is not finished is cached and
 //    queued for eviction like any other (its sequence releases it as
 //    without the tiers). Eviction skips it: a victim whose job is not
 //    finished leaves the queue for the deferred list (defer(); Eviction's
@@ -34,8 +34,7 @@
 //    writer finds the run's nodes up the parent words of the tree's
 //    records, reads each block's tokens and block ids there (NodeRecords)
 //    and its bytes from the pools, which is safe because the stamp keeps
-//    all three unchanged until
-//    the job is finished: the record's words are written at insert, before
+//    all three unchanged until the job is finished: the record's words are written at insert, before
 //    the run's publication, and changed again only after leaving() (erase,
 //    a host-tier move: HostTier::offload_node calls it before it renames
 //    the node's blocks) or a settle() (a resize). The writer stores each

@@ -96,7 +96,7 @@ void StoreKeys::prompt_keys(const StoreKey& parent, const std::string& scope_byt
 void StoreKeys::check() const {
   const RadixTree& tree = index_.tree();
   for (uint32_t n = 1; n < valid_.size(); ++n) {
-    if (out(n) || !known(n)) continue;  // an entry out is the writer's
+    if (!known(n)) continue;  // none, or the writer's (out)
     const TreeNode& t = tree.node(n);
     if (!t.live) fail(KVC_ERR_INTERNAL, "store key of node " + std::to_string(n) + " outlived it");
     // Rebuilt from the root with the portable code path's own functions.

@@ -57,11 +57,8 @@ class StoreKeys {
   // or by the writer for a job that is finished and keyed it.
   bool known(uint32_t node) const {
     if (node == kRootNode) return true;
-    if (writes_ != nullptr) {
-      const uint64_t job = (*writes_)[node];
-      if (job > *finished_) return false;  // out: the writer's entry
-      if (job != 0 && keyed(keys_[node])) return true;
-    }
+    if (out(node)) return false;  // the writer's entry
+    if (writes_ != nullptr && (*writes_)[node] != 0 && keyed(keys_[node])) return true;
     return valid_[node] != 0;
   }
   // The record writer's key table (open_record_writer), and what says when

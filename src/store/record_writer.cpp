@@ -230,12 +230,8 @@ void ThreadedRecordWriter::begin_job(uint64_t at) {
       // one's, so they are the last one and its parents (past those
       // skipped).
       uint32_t n = run_.last;
-      for (uint32_t k = 0; k < run_.skip; ++k)
-        n = run_.records[uint64_t(n) * run_.stride + run_.parent_at];
-      for (uint32_t k = run_.count; k-- > 0;) {
-        run_nodes_[k] = n;
-        if (k > 0) n = run_.records[uint64_t(n) * run_.stride + run_.parent_at];
-      }
+      for (uint32_t k = 0; k < run_.skip; ++k) n = record_of(n)[run_.parent_at];
+      for (uint32_t k = run_.count; k-- > 0; n = record_of(n)[run_.parent_at]) run_nodes_[k] = n;
     }
   }
   ticket_ = run_.records != nullptr ? run_nodes_[run_at_] : tickets_[i];
@@ -270,13 +266,13 @@ const int32_t* ThreadedRecordWriter::tokens_of(uint64_t at) const {
   const size_t i = size_t(at % cap_);
   if (run_.records == nullptr) return tokens_.data() + i * layout_.tokens_per_block;
   // A node record begins with its tokens (radix_tree.h).
-  return reinterpret_cast<const int32_t*>(run_.records + ticket_ * run_.stride);
+  return reinterpret_cast<const int32_t*>(record_of(ticket_));
 }
 
 const unsigned char* ThreadedRecordWriter::part_of(uint64_t at, size_t g) const {
   const size_t i = size_t(at % cap_);
   if (run_.records == nullptr) return parts_[i * part_bytes_.size() + g];
-  const uint32_t block = run_.records[ticket_ * run_.stride + run_.blocks_at + g];
+  const uint32_t block = record_of(ticket_)[run_.blocks_at + g];
   return bases_[g] + uint64_t(block) * part_bytes_[g];
 }
 

@@ -190,7 +190,9 @@ class ThreadedRecordWriter final : public RecordWriter {
   bool starts_run_ = false;
   uint64_t ticket_ = 0;
   uint32_t priority_ = 0;
-  // The worker: job `at`'s tokens and its group g block's address.
+  // The worker: node n's record in the run's node records; job `at`'s
+  // tokens and its group g block's address.
+  const uint32_t* record_of(uint64_t n) const { return run_.records + n * run_.stride; }
   const int32_t* tokens_of(uint64_t at) const;
   const unsigned char* part_of(uint64_t at, size_t g) const;
   bool last_keyed_ = false;
