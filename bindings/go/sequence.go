@@ -185,7 +185,9 @@ func (c *Cache) AddSequence(id uint64, tokens []int32, opts *SequenceOptions, st
 
 // Probe reports how many tokens of this prompt AddSequence would find
 // cached, with no side effect (kvc_cache_probe). opts must carry the scope
-// the add will use; nil means the default scope.
+// the add will use; nil means the default scope. It looks at the primary
+// and host tiers only: an add on a cache with a disk or remote tier may
+// find more (the blocks it loads from them).
 func (c *Cache) Probe(tokens []int32, opts *SequenceOptions) (cached uint64, err error) {
 	const op = "kvc_cache_probe"
 	return withCache(c, op, func(h kvc.Cache) (uint64, error) {

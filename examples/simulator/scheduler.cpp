@@ -15,7 +15,8 @@ using Clock = std::chrono::steady_clock;
 
 struct Waiting {
   const Request *request;
-  uint32_t generated;  // tokens decoded before a preemption (0: never ran)
+  uint32_t generated;    // tokens decoded before a preemption (0: none)
+  uint64_t ran_to = 0;   // its length when preempted (0: never ran): counted once
 };
 
 struct Running {
@@ -27,12 +28,19 @@ struct Running {
   uint64_t published = 0;   // hybrid: state published up to here (or reused)
   uint64_t prompt_end = 0;  // tokens its prefill computes (prompt + outputs to recompute);
                             // length < prompt_end: a chunked prefill is under way
-  bool recompute = false;   // the prefill recomputes a preempted request
+  uint64_t recompute_end = 0;  // tokens below it were computed before a preemption
   uint32_t output_length = 0;
   bool prefilling() const { return length < prompt_end; }
 };
 
 int32_t output_token(const Request &r, uint32_t i) { return token_id(r.output_seed, i); }
+
+// Of the tokens [begin, end) computed now, those computed before a
+// preemption: below `end_before`.
+uint64_t recomputed(uint64_t begin, uint64_t end, uint64_t end_before) {
+  const uint64_t e = std::min(end, end_before);
+  return e > begin ? e - begin : 0;
+}
 
 // What the prefill of `r` computes: its prompt, then the `generated` output
 // tokens a preemption dropped.
@@ -132,7 +140,7 @@ void Scheduler::step() {
       clock.call(CallKind::kCommit, [&] { cache_.commit(s.request->id, s.length); });
     clock.call(CallKind::kRemove, [&] { cache_.remove(running[i].request->id); });
     clock.stop();
-    waiting.push_front({running[i].request, running[i].generated});
+    waiting.push_front({running[i].request, running[i].generated, running[i].length});
     running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));
     ++r.preemptions;
   };
@@ -193,7 +201,7 @@ void Scheduler::step() {
     if (extended) {
       s.length += chunk;
       s.computed = chunk;
-      if (s.recompute) r.recomputed_tokens += chunk;
+      r.recomputed_tokens += recomputed(s.length - chunk, s.length, s.recompute_end);
       ++r.prefill_chunks;
       budget -= std::min(budget, chunk);
       ++prefills;
@@ -247,20 +255,26 @@ void Scheduler::step() {
     s.generated = w.generated;
     s.length = add_tokens;
     s.prompt_end = tokens.size();
-    s.recompute = w.generated > 0;
+    s.recompute_end = w.ran_to;
     s.computed = add_tokens - cached;
     s.published = cached;
     s.output_length = output_length(q);
-    if (w.generated == 0) {
+    // A preempted request was counted when it first came (also one
+    // preempted during its chunked prefill, which decoded nothing yet).
+    if (w.ran_to == 0) {
       r.prompt_tokens += tokens.size();
       r.reused_tokens += cached;
       timeline.admitted(now, tokens.size(), cached);
-    } else {
-      r.recomputed_tokens += s.computed;
     }
+    r.recomputed_tokens += recomputed(cached, add_tokens, w.ran_to);
     budget -= std::min(budget, s.computed);
     running.push_back(s);
     ++prefills;
+    // A chunked prefill stays the newest sequence until its last chunk
+    // (step 1). The budget does not always say so: its add may find more
+    // than the probe did (kvc_cache_probe looks at the tree only; the add
+    // also loads blocks from a disk or remote tier), leaving budget over.
+    if (s.prefilling()) break;
   }
   if (running.empty()) {  // everything waiting was rejected
     clock.end_step();

@@ -317,6 +317,12 @@ KVC_API kvc_status_t kvc_sequence_blocks_needed(const kvc_cache_t *cache, uint64
 /**
  * @brief How many tokens of this prompt kvc_sequence_add() would find
  *        cached, with no side effect (not even on eviction order).
+ *
+ * Looks at the cache's tree only: the primary tier and the host tier. The
+ * disk and remote tiers are not read (that would be I/O), so an add on a
+ * cache with one of them may find more: the blocks it loads from them. A
+ * scheduler that sizes a prompt's first chunk by the probe should take the
+ * add's count (cached_tokens) as the truth.
  * @param options NULL for the defaults; the scope (salt, LoRA, extra keys)
  *        must be the one the add will use.
  * @return KVC_OK, KVC_ERR_INVALID_ARGUMENT. Reads only.

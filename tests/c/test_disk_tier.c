@@ -165,6 +165,11 @@ static void round_trip_and_restart(void **state) {
   assert_int_equal(s.capacity_bytes, 1 << 20);
   assert_int_equal(s.dropped_blocks, 0);
   assert_int_equal(s.write_count, 11);
+  /* The probe looks at the tree only (kvc_cache_probe): a's blocks are on
+   * the disk, not in the tree, so it finds none of what the add loads. */
+  uint64_t probed = 99;
+  ok(kvc_cache_probe(cache, a, 13, NULL, &probed));
+  assert_int_equal(probed, 0);
   cache_prompt(cache, 3, a, 13, 12); /* back from the disk, bit for bit */
   s = disk_stats(cache);
   assert_int_equal(s.onboarded_blocks, 3);
@@ -173,6 +178,8 @@ static void round_trip_and_restart(void **state) {
   assert_int_equal(s.rejected, 0);
   /* b's first 4 blocks are in the tree, a evicted its last 4 to the disk:
    * 7 blocks are reused (the last token is computed), a leaves again. */
+  ok(kvc_cache_probe(cache, b, 32, NULL, &probed));
+  assert_int_equal(probed, 16);
   cache_prompt(cache, 4, b, 32, 28);
   kvc_cache_destroy(cache);
   /* A new cache on the directory finds what the first one stored. */

@@ -116,7 +116,9 @@ class SequenceCalls:
 
     def probe(self, tokens, options=None, **option_kwargs):
         """Prompt tokens add_sequence() would find cached, with no side
-        effect (kvc_cache_probe)."""
+        effect (kvc_cache_probe). It looks at the primary and host tiers
+        only: an add on a cache with a disk or remote tier may find more
+        (the blocks it loads from them)."""
         op = "kvc_cache_probe"
         ptr, n, keep = host_input(tokens, _TOKENS, "tokens", op)
         cached = ctypes.c_uint64()

@@ -409,6 +409,8 @@ impl Cache {
 
     /// How many tokens of this prompt [`Cache::add_sequence`] would find
     /// cached with these options, changing nothing (`kvc_cache_probe`).
+    /// It looks at the primary and host tiers only: an add on a cache with
+    /// a disk or remote tier may find more (the blocks it loads from them).
     pub fn probe(&self, tokens: &[i32], options: &SequenceOptions<'_>) -> Result<u64> {
         let mut cached = 0;
         // SAFETY: live cache; tokens and options valid for the call.

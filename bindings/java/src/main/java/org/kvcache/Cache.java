@@ -350,7 +350,9 @@ public final class Cache implements AutoCloseable {
 
   /**
    * How many tokens of this prompt {@link #addSequence} would find cached,
-   * with no side effect (kvc_cache_probe).
+   * with no side effect (kvc_cache_probe). It looks at the primary and host
+   * tiers only: an add on a cache with a disk or remote tier may find more
+   * (the blocks it loads from them).
    * @param options null for the defaults; the scope must be the add's
    */
   public long probe(int[] tokens, int from, int count, SequenceOptions options) {
