@@ -266,7 +266,9 @@ void serving(const std::string& base, int reps) {
   std::printf("CPU: the serving thread's own CPU time per call (CLOCK_THREAD_CPUTIME_ID), p50 and\n");
   std::printf("p99, off / on; instructions: user-space instructions it retired per call (perf\n");
   std::printf("counter; -1: not allowed here), p50 and p99, off / on. Wall p99 on a shared VM is\n");
-  std::printf("mostly other processes (and the store's own threads) taking the core.\n");
+  std::printf("mostly other processes (and the store's own threads) taking the core. drops /\n");
+  std::printf("offered: blocks the disk tier dropped / its writer handed to the disk (puts the store\n");
+  std::printf("accepted) in the on runs, read as each run ends.\n");
   if (round_period_us() > 0)
     std::printf("Rounds: one every %.0f us (KVC_BENCH_ROUND_US), spinning in between.\n",
                 round_period_us());
@@ -275,8 +277,8 @@ void serving(const std::string& base, int reps) {
   std::printf("Threads: %s.\n\n", pin_threads() ? "serving thread pinned to CPU 0, the tier's threads to CPU 1 (KVC_BENCH_PIN=1)"
                                                  : "not pinned (KVC_BENCH_PIN=1 pins them)");
   std::printf("| model (block set) | call | off p50 | on p50 | off p99 [rounds] | on p99 [rounds] | on/off p99 |"
-              " CPU p50 off / on | CPU p99 off / on | CPU on/off p99 | instr p50 off / on | instr p99 off / on | drops |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+              " CPU p50 off / on | CPU p99 off / on | CPU on/off p99 | instr p50 off / on | instr p99 off / on | drops | offered |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   const Shape shapes[] = {
       {"1 layer fp8, dim 1 (16 B)", 1, 1, 1, KVC_DTYPE_FP8_E4M3},
       {"4 layers x 2 heads x 64, bf16 (32 KiB)", 4, 2, 64, KVC_DTYPE_BF16},
@@ -285,7 +287,7 @@ void serving(const std::string& base, int reps) {
   for (const Shape& m : shapes) {
     // Per call and setting (0 off, 1 on): every call's cost, each round's p99.
     std::vector<double> wall[kCalls][2], p99[kCalls][2], cpu[kCalls][2], ins[kCalls][2];
-    uint64_t drops = 0;
+    uint64_t drops = 0, offered = 0;  // blocks the tier dropped and its writer handed to the disk, over the on runs
     for (int rep = 0; rep < reps; ++rep) {
       for (int on = 0; on < 2; ++on) {
         const int which = (rep % 2 == 0) ? on : 1 - on;
@@ -299,6 +301,7 @@ void serving(const std::string& base, int reps) {
           kvc_tier_stats_t s = KVC_TIER_STATS_INIT;
           CHECK_OK(kvc_cache_get_tier_stats(cache, KVC_TIER_DISK, &s));
           drops += s.dropped_blocks;
+          offered += s.offered_blocks;
         }
         kvc_cache_destroy(cache);
         if (which) remove_dir(dir);
@@ -317,12 +320,12 @@ void serving(const std::string& base, int reps) {
       const std::vector<double>* n = ins[k];
       const Stat off = stat_of(p99[k][0]), on = stat_of(p99[k][1]);
       std::printf("| %s | %s | %.1f us | %.1f us | %.1f us [%.1f, %.1f] | %.1f us [%.1f, %.1f] | %.2f |"
-                  " %.2f / %.2f us | %.2f / %.2f us | %.2f | %.0f / %.0f | %.0f / %.0f | %" PRIu64 " |\n",
+                  " %.2f / %.2f us | %.2f / %.2f us | %.2f | %.0f / %.0f | %.0f / %.0f | %" PRIu64 " | %" PRIu64 " |\n",
                   m.name, kCallNames[k], pct(v[0], 0.5), pct(v[1], 0.5), pct(v[0], 0.99), off.lo,
                   off.hi, pct(v[1], 0.99), on.lo, on.hi, pct(v[1], 0.99) / pct(v[0], 0.99),
                   pct(c[0], 0.5), pct(c[1], 0.5), pct(c[0], 0.99), pct(c[1], 0.99),
                   pct(c[1], 0.99) / pct(c[0], 0.99), pct(n[0], 0.5),
-                  pct(n[1], 0.5), pct(n[0], 0.99), pct(n[1], 0.99), drops);
+                  pct(n[1], 0.5), pct(n[0], 0.99), pct(n[1], 0.99), drops, offered);
     }
     std::fflush(stdout);
   }

@@ -93,6 +93,7 @@ StoreChain::StoreChain(const CacheConfig& config, const GroupLayout& layout,
     keys_.attach_writer(&job_, &finished_);
     writer_ = open_record_writer(layout_, group_bytes_, std::move(raw), jobs,
                                  config.event_hash_seed, keys_.key_table(), keys_.key_table_size());
+    admission_ = WriteAdmission(jobs);
     deferred_flag_.assign(index.tree().id_bound(), 0);
   }
 }
@@ -116,7 +117,7 @@ void StoreChain::release_staging() noexcept {
 
 void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end,
                            uint64_t chain_begin, uint64_t chain_end) {
-  if (writer_ && writer_->room() < end - first) drain();
+  if (writer_ && admit_room() < end - first) drain();
   sync_events();
   if (!write_through() || muted_ || !direct_ || end <= first) return;
   const RadixTree& tree = index_.tree();
@@ -148,9 +149,10 @@ void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end,
   uint32_t scope = UINT32_MAX;
   StoreKeys::ScopeKeys sk;
   uint32_t run_scope = UINT32_MAX;  // the run's scope (its last block: run_.last)
-  // Blocks past the queue's room are not built, only counted (dropped): an
-  // overloaded writer costs the commit a check per block, no key or copy.
-  size_t room = writer_->room();
+  // Blocks past the queue's room (or the admission window's,
+  // write_admission.h) are not built, only counted (dropped): an overloaded
+  // writer costs the commit a check per block, no key or copy.
+  size_t room = size_t(admit_room());
   uint64_t no_room = 0;
   const uint32_t* const nodes = s.nodes.data();
   // The blocks whose first token is in the prompt (their priority the
@@ -414,6 +416,7 @@ void StoreChain::drain() {
   // drain reads the worker's count and nothing per job.
   finished_ = writer_->finished();
   writer_->release(finished_);
+  if (finished_ == submitted_) admission_.writer_idle();
   if (!deferred_.empty()) requeue_deferred();
 }
 

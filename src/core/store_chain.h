@@ -55,7 +55,10 @@
 //    reusing the node at another priority) does not write or unwrite it:
 //    the record keeps the priority of its commit. A full writer queue (a
 //    quarter of the primary block sets, 16 to kMaxWriteJobs) drops the
-//    job, counted in the tier's drops, and never waits. Only nodes this commit created (their blocks the sequence's)
+//    job, counted in the tier's drops, and never waits; so does a job past
+//    the admission window (write_admission.h: cut when eviction defers a
+//    victim, so that a writer behind eviction is not handed jobs it would
+//    reach only after their blocks' turn to leave). Only nodes this commit created (their blocks the sequence's)
 //    are written; nodes loaded from a store are there already. Layouts with
 //    windowed groups, device pools (CUDA) and set_direct_access(false) use
 //    the eviction offload below instead.
@@ -158,6 +161,7 @@
 #include "core/pool_memory.h"
 #include "core/retention.h"
 #include "core/store_keys.h"
+#include "core/write_admission.h"
 #include "kvcache/events.h"
 
 namespace kvc {
@@ -254,12 +258,15 @@ class StoreChain {
   }
   // Eviction: `node`, a cached leaf whose job is pending, left the queue; a
   // drain queues it again once the job is finished (Eviction::requeue).
+  // The writer is behind eviction: the admission window shrinks
+  // (write_admission.h; pending() read the writer's count just before).
   void defer(uint32_t node) {
     if (deferred_flag_[node]) return;
     deferred_flag_[node] = 1;
     deferred_.emplace_back(job_[node], node);
     std::push_heap(deferred_.begin(), deferred_.end(), std::greater<>());
     ++deferrals_;
+    admission_.deferred(job_[node], submitted_ - finished_, submitted_);
   }
   // Nothing else to evict: waits for the oldest deferred victim's job and
   // queues again those whose jobs are finished; false when none is
@@ -281,6 +288,8 @@ class StoreChain {
   uint64_t deferrals() const { return deferrals_; }
   // Jobs submitted and not seen finished (as the count was last read).
   uint64_t jobs_out() const { return submitted_ - finished_; }
+  // Tests: the write-through admission window (write_admission.h).
+  const WriteAdmission& admission() const { return admission_; }
   // Whether offer() does anything (not while writing through at commit):
   // without, eviction may take its fast path (Eviction::can_evict_ahead).
   bool offers_at_eviction() const { return !(write_through() && direct_); }
@@ -398,6 +407,11 @@ class StoreChain {
   // stamped with a job <= finished_ is readable, StoreKeys::known).
   std::vector<uint64_t> job_;
   uint64_t submitted_ = 0;                // jobs the writer accepted
+  WriteAdmission admission_{0};           // how many may be out (write_admission.h)
+  // Jobs a commit may submit now: the ring's room and the window's.
+  uint64_t admit_room() const {
+    return std::min<uint64_t>(writer_->room(), admission_.room(submitted_ - finished_));
+  }
   uint64_t finished_ = 0;                 // the writer's finished(), as last read
   uint64_t write_waits_ = 0;              // leaving() calls that waited
   uint64_t deferrals_ = 0;                // victims deferred

@@ -211,6 +211,37 @@ TEST(StoreWriteThrough, EvictionSkipsABlockWhoseWriteIsNotFinished) {
   EXPECT_EQ(second.tier().onboarded_blocks, 15u);
 }
 
+// A writer behind eviction (paused: nothing finishes) gets a shorter queue:
+// the deferral halves the admission window (write_admission.h), the next
+// commit's jobs past it are dropped and counted, and a drain that finds the
+// writer idle lets the window grow back.
+TEST(StoreWriteThrough, AWriterBehindEvictionGetsAShorterQueue) {
+  TempDir dir;
+  const auto a = seq(100, 64);  // 16 full blocks
+  const auto b = seq(500, 12);  // 3
+  const auto c = seq(900, 32);  // 8: 5 free, 3 evicted
+  Engine e(disk_config(dir.path(), 24));  // a ring of 16 jobs
+  EXPECT_EQ(e.chain().admission().window(), 16u);
+  e.chain().pause_writer(true);
+  e.cache_prompt(1, a);  // 16 jobs out
+  e.cache_prompt(2, b);  // no room: 3 dropped
+  EXPECT_EQ(e.chain().admission().cuts(), 0u);
+  e.cache_prompt(3, c);  // its add defers a's leaf; its commit finds no room
+  EXPECT_EQ(e.chain().deferrals(), 1u);
+  EXPECT_EQ(e.chain().admission().cuts(), 1u);
+  EXPECT_EQ(e.chain().admission().window(), 8u);  // half the 16 jobs out
+  EXPECT_EQ(e.chain().jobs_out(), 16u);
+  e.chain().pause_writer(false);
+  const StoreTierReport d = e.tier();  // flushes: every job finished
+  e.check();
+  EXPECT_EQ(d.io.stores, 16u);
+  EXPECT_EQ(d.io.drops, 3u + 8u);  // b's and c's
+  EXPECT_EQ(e.chain().admission().window(), 16u);  // the writer was idle: doubled
+  // The window is the ring again: a new prompt's 8 blocks are all written.
+  e.cache_prompt(4, seq(1300, 32));
+  EXPECT_EQ(e.tier().io.stores, 24u);
+}
+
 // Copy on partial reuse off: an add that matches part of a cached block
 // nobody uses takes the block over in place (the node leaves the tree) and
 // writes its own rows past the match. A write job still reading that block
