@@ -3217,6 +3217,12 @@ extern "C" {
 extern "C" {
     #[doc = " @brief How many tokens of this prompt kvc_sequence_add() would find"]
     #[doc = "        cached, with no side effect (not even on eviction order)."]
+    #[doc = ""]
+    #[doc = " Looks at the cache's tree only: the primary tier and the host tier. The"]
+    #[doc = " disk and remote tiers are not read (that would be I/O), so an add on a"]
+    #[doc = " cache with one of them may find more: the blocks it loads from them. A"]
+    #[doc = " scheduler that sizes a prompt's first chunk by the probe should take the"]
+    #[doc = " add's count (cached_tokens) as the truth."]
     #[doc = " @param options NULL for the defaults; the scope (salt, LoRA, extra keys)"]
     #[doc = "        must be the one the add will use."]
     #[doc = " @return KVC_OK, KVC_ERR_INVALID_ARGUMENT. Reads only."]
