@@ -58,10 +58,11 @@
 //    job, counted in the tier's drops, and never waits; so does a job past
 //    the admission window (write_admission.h: cut when eviction defers a
 //    victim, so that a writer behind eviction is not handed jobs it would
-//    reach only after their blocks' turn to leave). Only nodes this commit created (their blocks the sequence's)
-//    are written; nodes loaded from a store are there already. Layouts with
-//    windowed groups, device pools (CUDA) and set_direct_access(false) use
-//    the eviction offload below instead.
+//    reach only after their blocks' turn to leave). Only nodes this commit
+//    created (their blocks the sequence's) are written; nodes loaded from a
+//    store are there already. Layouts with windowed groups, device pools
+//    (CUDA) and set_direct_access(false) use the eviction offload below
+//    instead.
 //    THE RULE, and every path it covers (audit of 2026-11-28). The writer
 //    reads a stamped node's record (tokens, block ids) and its blocks'
 //    bytes until its job is finished, so nothing may erase the node, rename

@@ -16,9 +16,9 @@
 //
 // The rule (multiplicative decrease on the symptom, growth when the writer
 // waits for work), no setting:
-//  - a deferral is the writer behind eviction: the window becomes half the
-//    jobs out (at least kMinJobs). Only once per cut: deferrals of jobs
-//    submitted before the last cut were answered by it.
+//  - a deferral is the writer behind eviction: the window becomes at most
+//    half the jobs out (at least kMinJobs). Only once per cut: deferrals of
+//    jobs submitted before the last cut were answered by it.
 //  - a drain that finds every job finished while the window is below the
 //    ring: the writer was idle, the window doubles (up to the ring).
 // A writer that keeps up never defers, so the window stays the ring.
@@ -31,8 +31,8 @@ namespace kvc {
 
 class WriteAdmission {
  public:
-  // Jobs out at least (a writer always has work queued behind the job it
-  // is on, so it does not sleep between commits).
+  // The window's floor: the writer keeps jobs queued behind the one it is
+  // on, so it does not go to sleep between two commits.
   static constexpr uint64_t kMinJobs = 8;
 
   // ring: the writer's ring places (the window's ceiling and start).
@@ -51,7 +51,7 @@ class WriteAdmission {
   }
   // A drain found no job out.
   void writer_idle() { window_ = std::min(ring_, 2 * window_); }
-  // Tests and the bench: how many times the window was cut.
+  // Tests: how many times the window was cut.
   uint64_t cuts() const { return cuts_; }
 
  private:
