@@ -45,7 +45,7 @@ class CommitHashes {
   std::optional<BlockChain> chain_;
 };
 
-void Sequences::commit(uint64_t id, uint64_t num_computed) {
+void Sequences::commit(uint64_t id, uint64_t num_computed, bool loaded) {
   // Plan: checks, and the extra keys of every block to publish encoded
   // first (the only allocation); their chained hashes with them, or (no
   // extra keys) as the apply loops reach them (CommitHashes).
@@ -130,8 +130,10 @@ void Sequences::commit(uint64_t id, uint64_t num_computed) {
     ++s.published;
   }
   s.committed = committed;
-  // Write-through to the block stores: one call per commit (store_chain.h).
-  if (stores_ != nullptr) stores_->committed(s, first, s.published, chain_begin, chain_end);
+  // Write-through to the block stores: one call per commit (store_chain.h),
+  // none for blocks they just gave (an add's loaded blocks).
+  if (stores_ != nullptr && !loaded)
+    stores_->committed(s, first, s.published, chain_begin, chain_end);
   if (!layout_.windowed.empty()) release_out_of_window(s);
 }
 

@@ -93,7 +93,9 @@ class Sequences {
   const Refusal& refusal() const { return reservation_.refusal; }
 
   // --- The others -----------------------------------------------------------
-  void commit(uint64_t id, uint64_t num_computed);
+  // loaded: the blocks to publish are those an add just loaded from the
+  // block stores (store_chain.h), which hold them: not written through again.
+  void commit(uint64_t id, uint64_t num_computed, bool loaded = false);
   void rewind(uint64_t id, uint64_t num_tokens);
   void fork(uint64_t parent, uint64_t child);
   void remove(uint64_t id);

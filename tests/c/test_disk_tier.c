@@ -174,6 +174,9 @@ static void round_trip_and_restart(void **state) {
   s = disk_stats(cache);
   assert_int_equal(s.onboarded_blocks, 3);
   assert_int_equal(s.onboarded_bytes, 3 * BLOCK_BYTES);
+  /* Blocks loaded from the disk are not written to it again. */
+  assert_int_equal(s.offered_blocks, 11);
+  assert_int_equal(s.stored_blocks, 11);
   assert_int_equal(s.hits, 3);
   assert_int_equal(s.rejected, 0);
   /* b's first 4 blocks are in the tree, a evicted its last 4 to the disk:
