@@ -142,8 +142,9 @@ typedef struct kvc_tier_stats {
   uint64_t onboarded_blocks;  /**< Blocks copied into the cache from the tier. */
   uint64_t onboarded_bytes;   /**< Their KV bytes. */
   uint64_t offered_blocks;    /**< Blocks the tier's writer handed to the store (at
-                                   commit or eviction); writes still waiting are in
-                                   queued_blocks (kvc_cache_flush_tiers settles them). */
+                                   commit or eviction; not those an add loaded from
+                                   it); writes still waiting are in queued_blocks
+                                   (kvc_cache_flush_tiers settles them). */
   uint64_t stored_blocks;     /**< Blocks written. */
   uint64_t dropped_blocks;    /**< Writes dropped: queue full, no room, a failed
                                    write, the tier down. */

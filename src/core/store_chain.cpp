@@ -49,6 +49,9 @@ StoreChain::StoreChain(const CacheConfig& config, const GroupLayout& layout,
       onboarded_(stores_.size(), 0),
       offered_(stores_.size(), 0),
       keys_(index, index.tree().id_bound(), config.tokens_per_block, config.event_hash_seed) {
+  // StoreKeys::mark_held keeps a bit per store in a byte (there are two:
+  // disk and remote).
+  if (stores_.size() > 8) fail(KVC_ERR_INTERNAL, "a cache takes at most 8 block stores");
   uint64_t offset = 0;
   for (const LayerGroup& g : grouping.groups) {
     group_offset_.push_back(offset);
@@ -468,6 +471,10 @@ void StoreChain::offer(uint32_t node) {
   const uint32_t G = layout_groups_.num_groups();
   for (uint32_t g = 0; g < G; ++g)
     if (tree.block(node, g) == kNoBlock) return;  // an evicted windowed slot
+  // The stores it was loaded from hold it already (the load refreshed it
+  // there): neither copied out nor put again.
+  const uint8_t held = keys_.held_by(node);
+  if (held == uint8_t((1u << stores_.size()) - 1)) return;
   const StoreKey key = keys_.node_key(node);
   try {
     copy_out(node, t.tier == kPrimaryTier, offer_record_ + layout_.header_bytes());
@@ -481,7 +488,7 @@ void StoreChain::offer(uint32_t node) {
   rk.tokens = tree.tokens(node);
   seal_record(layout_, rk, t.priority, offer_record_);
   for (size_t s = 0; s < stores_.size(); ++s)
-    if (stores_[s]->put(key.hash, t.priority, offer_record_)) ++offered_[s];
+    if ((held >> s & 1) == 0 && stores_[s]->put(key.hash, t.priority, offer_record_)) ++offered_[s];
 }
 
 void StoreChain::copy_out(uint32_t node, bool primary, unsigned char* payload) {

@@ -116,7 +116,12 @@
 //    primary one without it; also a primary node dropped for want of host
 //    room) with priority >= secondary_offload_min_priority is sealed into a
 //    record and put into every store of the chain, on the serving call
-//    (the copy out of a device pool goes through the staging blocks). A
+//    (the copy out of a device pool goes through the staging blocks),
+//    except the stores an add loaded it from (mark_loaded: they hold it,
+//    and the load refreshed it there; when it is all of them, nothing is
+//    copied or sealed). If such a store evicts the record while the tree
+//    still caches the node, the block is not stored there again: a later
+//    miss computes it. A
 //    device copy that fails drops the block, counted in the tier's drops.
 //    put() never waits on I/O; a full queue drops it, counted by the store.
 //    A node with an evicted windowed slot or a partial block is not stored.
@@ -358,6 +363,11 @@ class StoreChain {
   // `extras`: stage()'s (the same keys; the caller may have moved them).
   uint64_t onboard(const std::vector<std::vector<uint32_t>>& blocks,
                    const std::vector<ExtraKey>& extras, void* stream);
+  // After onboard() returned `loaded` > 0 and the caller published those
+  // blocks (s.nodes[first, first + loaded), as far as s.published reaches):
+  // each node is marked held by the store it was loaded from
+  // (StoreKeys::mark_held), so that its eviction does not offer it back.
+  void mark_loaded(const Sequence& s, uint64_t first, uint64_t loaded);
 
   // Waits for every queued write and every store's queued puts (tests,
   // shutdown, kvc_cache_flush_tiers), releasing the writes' references.
@@ -470,6 +480,7 @@ class StoreChain {
   std::vector<uint64_t> chunk_sums_;  // load_summed(): each staged record's checksum
   std::vector<unsigned char*> chunk_ptrs_;
   std::vector<uint8_t> chunk_store_;  // per staged record: the store it came from
+  std::vector<uint8_t> loaded_from_;  // per block onboard() loaded: the store it came from
 };
 
 }  // namespace kvc

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/sequence.h"
+
 namespace kvc {
 
 // ---------------------------------------------------------------------------
@@ -116,10 +118,14 @@ bool StoreChain::copy_in(uint64_t count, uint64_t position,
 uint64_t StoreChain::onboard(const std::vector<std::vector<uint32_t>>& blocks,
                              const std::vector<ExtraKey>& extras, void* stream) {
   look_.extras = &extras;
+  loaded_from_.clear();
   uint64_t total = 0;
   while (look_.staged > 0) {
     if (!copy_in(look_.staged, look_.first, blocks, stream)) break;
-    for (uint64_t i = 0; i < look_.staged; ++i) ++onboarded_[chunk_store_[i]];
+    for (uint64_t i = 0; i < look_.staged; ++i) {
+      ++onboarded_[chunk_store_[i]];
+      loaded_from_.push_back(chunk_store_[i]);
+    }
     total += look_.staged;
     const uint64_t next = look_.first + look_.staged;
     if (look_.done || next >= look_.end) break;
@@ -140,6 +146,12 @@ uint64_t StoreChain::onboard(const std::vector<std::vector<uint32_t>>& blocks,
   }
   look_ = Lookup{};
   return total;
+}
+
+void StoreChain::mark_loaded(const Sequence& s, uint64_t first, uint64_t loaded) {
+  const uint64_t end = std::min<uint64_t>({first + loaded, s.published, first + loaded_from_.size()});
+  for (uint64_t b = first; b < end; ++b)
+    keys_.mark_held(s.nodes[b], uint8_t(1u << loaded_from_[b - first]));
 }
 
 }  // namespace kvc

@@ -11,7 +11,7 @@ static_assert(StoreKeys::kRootNode == RadixTree::kRoot, "StoreKeys names the roo
 
 StoreKeys::StoreKeys(const PrefixIndex& index, uint32_t id_bound, uint32_t tokens_per_block,
                      uint64_t seed)
-    : index_(index), T_(tokens_per_block), hasher_(seed), keys_(id_bound), valid_(id_bound, 0) {}
+    : index_(index), T_(tokens_per_block), hasher_(seed), keys_(id_bound), valid_(id_bound, 0), held_(id_bound, 0) {}
 
 const StoreKey& StoreKeys::node_key(uint32_t node) {
   if (node == RadixTree::kRoot) return root_;
@@ -96,6 +96,9 @@ void StoreKeys::prompt_keys(const StoreKey& parent, const std::string& scope_byt
 void StoreKeys::check() const {
   const RadixTree& tree = index_.tree();
   for (uint32_t n = 1; n < valid_.size(); ++n) {
+    if (held_[n] != 0 && !tree.node(n).live)
+      fail(KVC_ERR_INTERNAL,
+           "node " + std::to_string(n) + " is marked held by a store after it left the tree");
     if (!known(n)) continue;  // none, or the writer's (out)
     const TreeNode& t = tree.node(n);
     if (!t.live) fail(KVC_ERR_INTERNAL, "store key of node " + std::to_string(n) + " outlived it");

@@ -52,7 +52,16 @@ class StoreKeys {
   // must be a full block (partial nodes have no children). Valid until the
   // next call.
   const StoreKey& node_key(uint32_t node);
-  void forget(uint32_t node) { valid_[node] = 0; }
+  void forget(uint32_t node) {
+    valid_[node] = 0;
+    held_[node] = 0;
+  }
+  // The stores (bit s: store s of the chain) known to hold node's record
+  // already: those an add loaded it from. An eviction's offer skips them
+  // (StoreChain::offer). Forgotten with the key, when the node leaves the
+  // tree.
+  void mark_held(uint32_t node, uint8_t stores) { held_[node] |= stores; }
+  uint8_t held_by(uint32_t node) const { return held_[node]; }
   // Whether node_key(node) is memoized (the root's always is): made here,
   // or by the writer for a job that is finished and keyed it.
   bool known(uint32_t node) const {
@@ -103,6 +112,7 @@ class StoreKeys {
   bool out(uint32_t node) const { return writes_ != nullptr && (*writes_)[node] > *finished_; }
   std::vector<StoreKey> keys_;  // per node (also the writer's key table)
   std::vector<uint8_t> valid_;  // per node: made here
+  std::vector<uint8_t> held_;   // per node: mark_held()
   std::vector<uint32_t> path_;  // scratch
   std::vector<StoreKey> path_keys_;                // scratch: the path's keys, root-down
   const std::vector<uint64_t>* writes_ = nullptr;  // attach_writer

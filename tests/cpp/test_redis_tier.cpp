@@ -16,6 +16,7 @@
 #include "kv_content.h"
 #include "manager_fixture.h"
 #include "redis_fixture.h"
+#include "store_fixture.h"
 #include "store/redis_store.h"
 
 namespace kvc {
@@ -136,6 +137,53 @@ TEST_F(RedisTierTest, ASecondCacheReusesWhatTheFirstOffloaded) {
   other.stores.remote_namespace = "another-deployment";
   Engine third(other);
   EXPECT_EQ(third.add(1, a), 0u);
+}
+
+TEST_F(RedisTierTest, ALoadedBlockIsOfferedOnlyToTheStoresItWasNotLoadedFrom) {
+  const auto a = seq(100, 21);  // 5 full blocks + 1 token
+  const auto c = seq(900, 24);  // 6 full blocks: evicts every block of a
+  {
+    Engine first(remote_config(server().url(), 6));
+    first.cache_prompt(1, a);
+    first.cache_prompt(2, c);  // a's 5 to Redis (c's stay cached, never offered)
+    EXPECT_EQ(first.remote().io.stores, 5u);
+  }
+  // A second cache with a disk tier above the remote one.
+  testing_store::TempDir dir;
+  CacheConfig cfg = remote_config(server().url(), 6);
+  cfg.stores.disk_dir = dir.path();
+  cfg.stores.disk_bytes = 64 * store_record_layout(cfg, group_layers(cfg)).record_bytes();
+  Engine second(cfg);
+  StoreChain& chain = *second.m().stores();
+  auto reports = [&] {
+    chain.flush();
+    std::vector<StoreTierReport> r = chain.reports();
+    EXPECT_EQ(r.size(), 2u);
+    EXPECT_STREQ(r.at(0).name, "disk");
+    return r;
+  };
+  // a from Redis (the disk is empty); evicted by c, it goes to the disk
+  // only: Redis holds it.
+  EXPECT_EQ(second.cache_prompt(1, a), 20u);
+  EXPECT_EQ(second.cache_prompt(2, c), 0u);
+  std::vector<StoreTierReport> r = reports();
+  EXPECT_EQ(r[1].onboarded_blocks, 5u);
+  EXPECT_EQ(r[0].offered_blocks, 5u);
+  EXPECT_EQ(r[0].io.stores, 5u);
+  EXPECT_EQ(r[1].offered_blocks, 0u);
+  // a from the disk now, bit for bit; c's 6 computed blocks go to both.
+  EXPECT_EQ(second.cache_prompt(3, a), 20u);
+  r = reports();
+  EXPECT_EQ(r[0].onboarded_blocks, 5u);
+  EXPECT_EQ(r[0].offered_blocks, 11u);
+  EXPECT_EQ(r[1].offered_blocks, 6u);
+  // c from the disk; a's 5 (loaded from the disk) go to Redis only.
+  EXPECT_EQ(second.cache_prompt(4, c), 20u);
+  r = reports();
+  EXPECT_EQ(r[0].onboarded_blocks, 10u);
+  EXPECT_EQ(r[0].offered_blocks, 11u);
+  EXPECT_EQ(r[0].io.stores, 11u);
+  EXPECT_EQ(r[1].offered_blocks, 11u);
 }
 
 TEST_F(RedisTierTest, SaltsNeverMeetAcrossTheRemoteTier) {

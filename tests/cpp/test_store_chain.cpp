@@ -123,6 +123,31 @@ TEST_F(StoreChainTest, EvictedBlocksGoToDiskAndComeBackBitForBit) {
   EXPECT_EQ(disk().onboarded_blocks, 3u);
 }
 
+TEST_F(StoreChainTest, ABlockLoadedFromTheDiskIsNotWrittenBackWhenEvicted) {
+  make(store_config(dir_.path(), 4));
+  const auto a = seq(100, 13);  // 3 full blocks + 1 token
+  const auto b = seq(500, 16);  // 4 blocks: evicts every block of a
+  cache_prompt(1, a);
+  cache_prompt(2, b);  // a's 3 nodes to the disk
+  EXPECT_EQ(disk().offered_blocks, 3u);
+  EXPECT_EQ(cache_prompt(3, a), 12u);  // loaded; evicts b's 4 to the disk
+  EXPECT_EQ(disk().offered_blocks, 7u);
+  // b's first 3 blocks come back from the disk (its last one is computed)
+  // and evict a's 3 loaded nodes: the disk holds them, nothing is written.
+  EXPECT_EQ(cache_prompt(4, b), 12u);
+  StoreTierReport d = disk();
+  EXPECT_EQ(d.offered_blocks, 7u);
+  EXPECT_EQ(d.io.stores, 7u);
+  EXPECT_EQ(m().stats().evicted_blocks, 10u);
+  // a still comes back bit for bit; b's loaded nodes leave unwritten, its
+  // computed fourth block is written.
+  EXPECT_EQ(add(5, a), 12u);
+  d = disk();
+  EXPECT_EQ(d.offered_blocks, 8u);
+  EXPECT_EQ(d.io.stores, 8u);
+  EXPECT_EQ(d.onboarded_blocks, 9u);
+}
+
 TEST_F(StoreChainTest, RestartOnTheSameDirectoryKeepsThePrefixCache) {
   const auto a = seq(100, 17);  // 4 full blocks + 1
   {

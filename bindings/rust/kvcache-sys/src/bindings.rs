@@ -8169,8 +8169,9 @@ pub struct kvc_tier_stats {
     #[doc = "< Their KV bytes."]
     pub onboarded_bytes: u64,
     #[doc = "< Blocks the tier's writer handed to the store (at"]
-    #[doc = "commit or eviction); writes still waiting are in"]
-    #[doc = "queued_blocks (kvc_cache_flush_tiers settles them)."]
+    #[doc = "commit or eviction; not those an add loaded from"]
+    #[doc = "it); writes still waiting are in queued_blocks"]
+    #[doc = "(kvc_cache_flush_tiers settles them)."]
     pub offered_blocks: u64,
     #[doc = "< Blocks written."]
     pub stored_blocks: u64,

@@ -34,7 +34,8 @@ pub struct TierStats {
     pub onboarded_blocks: u64,
     /// Their KV bytes.
     pub onboarded_bytes: u64,
-    /// Blocks queued for writing (at commit or eviction).
+    /// Blocks queued for writing (at commit or eviction; not those an add
+    /// loaded from this tier).
     pub offered_blocks: u64,
     /// Blocks written.
     pub stored_blocks: u64,

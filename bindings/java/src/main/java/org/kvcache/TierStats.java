@@ -14,7 +14,8 @@ package org.kvcache;
  * @param rejected records refused by the check (torn, corrupted, another block's)
  * @param onboardedBlocks blocks copied into the cache from the tier
  * @param onboardedBytes their KV bytes
- * @param offeredBlocks blocks queued for writing (at commit or eviction)
+ * @param offeredBlocks blocks queued for writing (at commit or eviction; not those an add
+ *     loaded from this tier)
  * @param storedBlocks blocks written
  * @param droppedBlocks writes dropped: queue full, no room, a failed write, the tier down
  * @param errors I/O failures, timeouts, protocol errors
