@@ -27,12 +27,12 @@ struct CacheCounters {
   uint64_t offloaded = 0;  // primary -> host tier
   uint64_t onboarded = 0;  // host tier -> primary
   bool has_disk = false;   // whether the cache has a disk tier (the four below)
-  uint64_t disk_offered = 0;    // evicted blocks queued for the disk
+  uint64_t disk_offered = 0;    // blocks queued for the disk (at commit or eviction)
   uint64_t disk_onboarded = 0;  // disk -> primary
   uint64_t disk_dropped = 0;    // writes dropped (queue full, disk full)
   uint64_t disk_rejected = 0;   // records refused by the check
   bool has_remote = false;        // whether the cache has a remote tier (the five below)
-  uint64_t remote_offered = 0;    // evicted blocks queued for Redis
+  uint64_t remote_offered = 0;    // blocks queued for Redis (at commit or eviction)
   uint64_t remote_onboarded = 0;  // Redis -> primary
   uint64_t remote_dropped = 0;    // writes dropped (queue full, server down)
   uint64_t remote_rejected = 0;   // records refused by the check

@@ -152,7 +152,8 @@ void print_table(std::FILE *out, const Workload &workload, const std::vector<Run
         });
   }
   if (!c.disk_cache_dir.empty()) {
-    add("blocks to disk", "evicted blocks queued for the disk tier (dropped writes)",
+    add("blocks to disk",
+        "blocks queued for the disk tier: at commit on cpu, at eviction on cuda (dropped writes)",
         [](const RunResult &r) {
           return count(r.counters.disk_offered) + " (" + count(r.counters.disk_dropped) + ")";
         });
@@ -162,7 +163,8 @@ void print_table(std::FILE *out, const Workload &workload, const std::vector<Run
         });
   }
   if (!c.remote_cache_url.empty()) {
-    add("blocks to remote", "evicted blocks queued for the Redis tier (dropped writes)",
+    add("blocks to remote",
+        "blocks queued for the Redis tier: at commit on cpu, at eviction on cuda (dropped writes)",
         [](const RunResult &r) {
           return count(r.counters.remote_offered) + " (" + count(r.counters.remote_dropped) + ")";
         });
