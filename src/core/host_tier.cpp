@@ -136,8 +136,11 @@ void HostTier::prepare(const Reservation& r, void* stream) {
     else eviction_.evict_node(v.node);
   }
 
-  // 4. Onboards: the held host nodes come back into fresh primary sets.
+  // 4. Onboards: the held host nodes come back into fresh primary sets,
+  // which may be blocks the victims dropped in 3 left: their deferred
+  // offers are copied out first (StoreChain::offer).
   if (onboards_.empty()) return;
+  if (stores_ != nullptr) stores_->flush_offers();
   batch_.reset(residency_.num_pools());
   dest_.clear();
   for (uint32_t n : onboards_) {

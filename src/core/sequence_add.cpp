@@ -222,6 +222,8 @@ void Sequences::apply_add(Sequence& s, Reservation& r, const AddPlan& plan, void
         old_set_[g] = tree_.block(m.partial, g);
         new_set_[g] = s.blocks[g].back();
       }
+      // The new block may be one an offer just left (StoreChain::offer).
+      if (stores_ != nullptr) stores_->flush_offers();
       residency_.copy_set(old_set_.data(), new_set_.data(), m.partial_tokens, stream);
       const TreeNode& t = tree_.node(m.partial);
       eviction_.release_node(m.partial, {t.priority, t.duration_ms});

@@ -152,6 +152,8 @@ void Sequences::copy_on_write(Sequence& s, void* stream) {
   const uint64_t b = s.num_blocks() - 1;
   for (uint32_t g = 0; g < layout_.num_groups(); ++g) old_set_[g] = s.blocks[g][b];
   residency_.alloc_set(new_set_.data());  // the old tail is held, so never evicted here
+  // The new block may be one an offer just left (StoreChain::offer).
+  if (stores_ != nullptr) stores_->flush_offers();
   residency_.copy_set(old_set_.data(), new_set_.data(), uint32_t(s.length() % T_), stream);
   release_position(s, b);
   for (uint32_t g = 0; g < layout_.num_groups(); ++g) s.blocks[g][b] = new_set_[g];

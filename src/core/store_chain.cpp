@@ -102,6 +102,7 @@ StoreChain::StoreChain(const CacheConfig& config, const GroupLayout& layout,
 }
 
 StoreChain::~StoreChain() {
+  flush_offers();  // (none are left outside an OfferBatch)
   writer_.reset();  // finishes the accepted jobs while the pools still exist
   release_staging();
 }
@@ -109,6 +110,8 @@ StoreChain::~StoreChain() {
 void StoreChain::release_staging() noexcept {
   for (unsigned char* p : group_staging_) device_.deallocate_host(p);
   group_staging_.clear();
+  for (unsigned char* p : offer_staging_) device_.deallocate_host(p);
+  offer_staging_.clear();
   if (offer_record_ != nullptr) device_.deallocate_host(offer_record_);
   if (staging_ != nullptr) device_.deallocate_host(staging_);
   offer_record_ = staging_ = nullptr;
@@ -476,19 +479,86 @@ void StoreChain::offer(uint32_t node) {
   const uint8_t held = keys_.held_by(node);
   if (held == uint8_t((1u << stores_.size()) - 1)) return;
   const StoreKey key = keys_.node_key(node);
+  // A primary block of device pools within a batch: copied out with the
+  // batch's others (a copy and a synchronize each would cost the call
+  // about as much as the rest of its work; bench/results/*gpu-offers*).
+  if (batch_depth_ > 0 && t.tier == kPrimaryTier && !direct_) {
+    defer_offer(node, key, t.priority, held);
+    return;
+  }
   try {
     copy_out(node, t.tier == kPrimaryTier, offer_record_ + layout_.header_bytes());
   } catch (...) {
     ++dropped_;  // a device that cannot copy: the block is dropped, counted
     return;
   }
+  put_offer(key, tree.tokens(node), t.priority, held);
+}
+
+void StoreChain::put_offer(const StoreKey& key, const int32_t* tokens, uint32_t priority,
+                           uint8_t held) {
   RecordKey rk;
   rk.lookup_hash = key.hash;
   rk.digest = key.digest;
-  rk.tokens = tree.tokens(node);
-  seal_record(layout_, rk, t.priority, offer_record_);
+  rk.tokens = tokens;
+  seal_record(layout_, rk, priority, offer_record_);
   for (size_t s = 0; s < stores_.size(); ++s)
-    if ((held >> s & 1) == 0 && stores_[s]->put(key.hash, t.priority, offer_record_)) ++offered_[s];
+    if ((held >> s & 1) == 0 && stores_[s]->put(key.hash, priority, offer_record_)) ++offered_[s];
+}
+
+void StoreChain::defer_offer(uint32_t node, const StoreKey& key, uint32_t priority,
+                             uint8_t held) {
+  const RadixTree& tree = index_.tree();
+  const uint32_t G = layout_groups_.num_groups();
+  if (offer_staging_.empty()) {  // the first deferred offer: its staging
+    try {
+      for (uint32_t g = 0; g < G; ++g)
+        offer_staging_.push_back(
+            static_cast<unsigned char*>(device_.allocate_host(chunk_ * group_bytes_[g])));
+    } catch (...) {
+      for (unsigned char* p : offer_staging_) device_.deallocate_host(p);
+      offer_staging_.clear();
+      ++dropped_;  // no pinned memory for it: dropped, counted, as a failed copy
+      return;
+    }
+    offer_copies_.resize(G);
+    pending_offers_.reserve(chunk_);
+    pending_tokens_.reserve(chunk_ * T_);
+  }
+  if (pending_offers_.size() == chunk_) flush_offers_slow();
+  const uint32_t i = uint32_t(pending_offers_.size());
+  pending_offers_.push_back(PendingOffer{key, priority, held});
+  const int32_t* tokens = tree.tokens(node);
+  pending_tokens_.insert(pending_tokens_.end(), tokens, tokens + T_);
+  for (uint32_t g = 0; g < G; ++g) offer_copies_[g].push_back(TierCopy{tree.block(node, g), i});
+}
+
+void StoreChain::flush_offers_slow() noexcept {
+  const uint32_t G = layout_groups_.num_groups();
+  const size_t n = pending_offers_.size();
+  bool copied = true;
+  try {
+    for (uint32_t g = 0; g < G; ++g) {
+      const uint32_t p = layout_groups_.group_pool[g];
+      device_.copy_tier(TierDirection::kOffload, memory_[p]->base(), offer_staging_[g],
+                        group_bytes_[g], offer_copies_[g].data(), n, nullptr);
+    }
+    device_.synchronize(nullptr);
+  } catch (...) {
+    copied = false;  // the blocks are dropped, counted
+    dropped_ += n;
+  }
+  for (size_t i = 0; i < n && copied; ++i) {
+    unsigned char* payload = offer_record_ + layout_.header_bytes();
+    for (uint32_t g = 0; g < G; ++g)
+      std::memcpy(payload + group_offset_[g], offer_staging_[g] + i * group_bytes_[g],
+                  group_bytes_[g]);
+    const PendingOffer& o = pending_offers_[i];
+    put_offer(o.key, pending_tokens_.data() + i * T_, o.priority, o.held);
+  }
+  pending_offers_.clear();
+  pending_tokens_.clear();
+  for (auto& c : offer_copies_) c.clear();
 }
 
 void StoreChain::copy_out(uint32_t node, bool primary, unsigned char* payload) {
@@ -518,6 +588,7 @@ void StoreChain::copy_out(uint32_t node, bool primary, unsigned char* payload) {
 }
 
 void StoreChain::flush() {
+  flush_offers();
   settle();
   for (auto& s : stores_) s->flush();
   sync_events();

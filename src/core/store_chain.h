@@ -214,8 +214,37 @@ class StoreChain {
   // --- Offload ---------------------------------------------------------------
   // `node` is about to leave the tree (its blocks still valid, in its tier's
   // pools): put it into the stores if it qualifies and write-through did not
-  // already. Never throws.
+  // already. Never throws. Inside an OfferBatch, a primary node of device
+  // pools is deferred instead: its key, tokens and priority are kept and its
+  // blocks are copied out with the batch's others (one copy per group, one
+  // device synchronize per chunk_ offers) by flush_offers().
   void offer(uint32_t node);
+  // Copies out, seals and puts the offers deferred so far. Called before
+  // anything writes into pool blocks (copy_in, Residency::copy_set's
+  // callers, the host tier's onboard) and when the batch ends: the blocks
+  // of a deferred offer are free, but nothing writes them before this.
+  // Never throws (a failed copy drops the batch's blocks, counted).
+  void flush_offers() noexcept {
+    if (!pending_offers_.empty()) flush_offers_slow();
+  }
+  // The scope of one serving call that may evict many blocks (an add, an
+  // extend, a batch of extends): offers are deferred within it and flushed
+  // when it ends, before the call returns and the caller's kernels may
+  // write into the evicted blocks. Nests (the outermost scope flushes).
+  class OfferBatch {
+   public:
+    explicit OfferBatch(StoreChain* chain) : chain_(chain) {
+      if (chain_ != nullptr) ++chain_->batch_depth_;
+    }
+    ~OfferBatch() {
+      if (chain_ != nullptr && --chain_->batch_depth_ == 0) chain_->flush_offers();
+    }
+    OfferBatch(const OfferBatch&) = delete;
+    OfferBatch& operator=(const OfferBatch&) = delete;
+
+   private:
+    StoreChain* chain_;
+  };
   // The commit hook (one call per commit): s's blocks [first, end) are
   // published; queue a write of each new qualifying node (write-through),
   // one job per run of consecutive blocks. Drains done jobs first when the
@@ -386,6 +415,11 @@ class StoreChain {
                const std::vector<std::vector<uint32_t>>& blocks, void* stream);
   // The payload of `node` (its tier's blocks) into `payload`.
   void copy_out(uint32_t node, bool primary, unsigned char* payload);
+  // Seals offer_record_ (its payload written) as `key`'s record and puts it
+  // into every store not in `held`.
+  void put_offer(const StoreKey& key, const int32_t* tokens, uint32_t priority, uint8_t held);
+  void defer_offer(uint32_t node, const StoreKey& key, uint32_t priority, uint8_t held);
+  void flush_offers_slow() noexcept;
   void release_staging() noexcept;
   void sync_events_slow();
   void leave_slow(uint32_t node);
@@ -460,6 +494,18 @@ class StoreChain {
   unsigned char* staging_ = nullptr;
   unsigned char* offer_record_ = nullptr;
   std::vector<unsigned char*> group_staging_;
+  // Deferred offers (OfferBatch): up to chunk_ of them, their blocks copied
+  // into offer_staging_[g] at index i (offer_copies_[g]) by flush_offers().
+  struct PendingOffer {
+    StoreKey key;
+    uint32_t priority = 0;
+    uint8_t held = 0;  // the stores not to put it into (StoreKeys::held_by)
+  };
+  uint32_t batch_depth_ = 0;
+  std::vector<PendingOffer> pending_offers_;
+  std::vector<int32_t> pending_tokens_;  // T_ per pending offer
+  std::vector<unsigned char*> offer_staging_;         // per group: chunk_ blocks, pinned
+  std::vector<std::vector<TierCopy>> offer_copies_;   // per group
   std::vector<TierCopy> copies_;
 
   // The lookup in progress (stage() to onboard()).

@@ -89,6 +89,7 @@ uint64_t StoreChain::stage(uint32_t parent, const std::string& scope_bytes,
 
 bool StoreChain::copy_in(uint64_t count, uint64_t position,
                          const std::vector<std::vector<uint32_t>>& blocks, void* stream) {
+  flush_offers();  // the fresh blocks may be ones a deferred offer reads
   const size_t header = layout_.header_bytes();
   try {
     for (uint32_t g = 0; g < layout_groups_.num_groups(); ++g) {

@@ -148,6 +148,28 @@ TEST_F(StoreChainTest, ABlockLoadedFromTheDiskIsNotWrittenBackWhenEvicted) {
   EXPECT_EQ(d.onboarded_blocks, 9u);
 }
 
+// A device cache defers an add's offers and copies them out in one batch
+// (StoreChain::flush_offers): before the add writes into the blocks they
+// left (here: the records it loads), never after.
+TEST_F(StoreChainTest, DeferredOffersAreCopiedOutBeforeTheirBlocksAreWritten) {
+  make(store_config(dir_.path(), 4));
+  chain().set_direct_access(false);  // through copy_tier, as on a device
+  const auto a = seq(100, 13);  // 3 full blocks + 1 token
+  const auto b = seq(500, 16);  // 4 blocks
+  cache_prompt(1, a);
+  cache_prompt(2, b);  // a's 3 nodes offered, copied out at the add's end
+  EXPECT_EQ(disk().offered_blocks, 3u);
+  // a's 3 blocks load into the 4 blocks b's nodes leave: b's records are
+  // copied out before the loads overwrite them.
+  EXPECT_EQ(cache_prompt(3, a), 12u);
+  EXPECT_EQ(disk().offered_blocks, 7u);
+  EXPECT_EQ(cache_prompt(4, b), 12u);  // b's 3 from the disk, bit for bit
+  EXPECT_EQ(cache_prompt(5, a), 12u);
+  const StoreTierReport d = disk();
+  EXPECT_EQ(d.onboarded_blocks, 9u);
+  EXPECT_EQ(d.io.rejected, 0u);
+}
+
 TEST_F(StoreChainTest, RestartOnTheSameDirectoryKeepsThePrefixCache) {
   const auto a = seq(100, 17);  // 4 full blocks + 1
   {
@@ -458,11 +480,12 @@ TEST(StoreChainFaults, AFailedOnboardCopyIsAMiss) {
   };
   const auto a = seq(100, 17);
   cache_prompt(1, a);
-  cache_prompt(2, seq(900, 32));  // a to the disk (4 offload copies)
+  cache_prompt(2, seq(900, 32));  // a to the disk (one offload copy for the add's offers)
   m.stores()->flush();
-  // The next add evicts 5 of b's blocks (5 offload copies), then onboards:
-  // the 6th copy fails.
-  faults.fail_copy(6);
+  // The next add evicts 5 of b's blocks, copies them out in one offload
+  // copy before it onboards (StoreChain::flush_offers), then onboards: that
+  // second copy fails.
+  faults.fail_copy(2);
   EXPECT_EQ(cache_prompt(3, a), 0u);
   StoreTierReport d = m.stores()->reports().at(0);
   EXPECT_EQ(d.onboarded_blocks, 0u);

@@ -337,12 +337,19 @@ TEST(StoreWriteThrough, AFailedOffloadCopyIsACountedDrop) {
   };
   cache_prompt(1, seq(100, 13));
   faults.fail_copy(1);             // the first offload copy fails
-  cache_prompt(2, seq(500, 16));   // evicts a's 3 blocks
+  cache_prompt(2, seq(500, 16));   // evicts a's 3 blocks: one copy for the add's offers
   m.stores()->flush();
-  const StoreTierReport d = m.stores()->reports().at(0);
-  EXPECT_EQ(d.io.drops, 1u);
-  EXPECT_EQ(d.offered_blocks, 2u);
-  EXPECT_EQ(d.io.stores, 2u);
+  StoreTierReport d = m.stores()->reports().at(0);
+  EXPECT_EQ(d.io.drops, 3u);
+  EXPECT_EQ(d.offered_blocks, 0u);
+  EXPECT_EQ(d.io.stores, 0u);
+  EXPECT_EQ(check_tree(*cache), "");
+  cache_prompt(3, seq(900, 16));   // evicts b's 4 blocks, the device healthy again
+  m.stores()->flush();
+  d = m.stores()->reports().at(0);
+  EXPECT_EQ(d.io.drops, 3u);
+  EXPECT_EQ(d.offered_blocks, 4u);
+  EXPECT_EQ(d.io.stores, 4u);
   EXPECT_EQ(check_tree(*cache), "");
 }
 
