@@ -16,6 +16,10 @@ namespace {
 
 constexpr uint64_t kStagingBytes = uint64_t(32) << 20;  // records looked up per chunk
 constexpr uint64_t kMaxChunk = 64;
+// Deferred offers copied out at once (StoreChain::flush_offers), within
+// kStagingBytes of pinned staging: one synchronize per call for an add's
+// victims unless they are many or large.
+constexpr uint64_t kMaxOfferChunk = 1024;
 // Write-through jobs queued at most (each holds one block set): a full queue
 // drops the job rather than waiting (store_chain.h); at most a quarter of
 // the primary blocks (16 at least), so that an add rarely finds the pool
@@ -60,6 +64,8 @@ StoreChain::StoreChain(const CacheConfig& config, const GroupLayout& layout,
   }
   const size_t record = layout_.record_bytes();
   chunk_ = std::max<uint64_t>(1, std::min<uint64_t>(kMaxChunk, kStagingBytes / record));
+  offer_chunk_ =
+      std::max<uint64_t>(1, std::min<uint64_t>(kMaxOfferChunk, kStagingBytes / record));
   host_pools_ = device.kind() == KVC_DEVICE_CPU;
   direct_ = host_pools_;
   try {
@@ -480,8 +486,8 @@ void StoreChain::offer(uint32_t node) {
   if (held == uint8_t((1u << stores_.size()) - 1)) return;
   const StoreKey key = keys_.node_key(node);
   // A primary block of device pools within a batch: copied out with the
-  // batch's others (a copy and a synchronize each would cost the call
-  // about as much as the rest of its work; bench/results/*gpu-offers*).
+  // batch's others (a copy and a synchronize each cost a GPU cache's add
+  // milliseconds: bench/results/2026-11-29-gpu-offers-h200.md).
   if (batch_depth_ > 0 && t.tier == kPrimaryTier && !direct_) {
     defer_offer(node, key, t.priority, held);
     return;
@@ -514,7 +520,7 @@ void StoreChain::defer_offer(uint32_t node, const StoreKey& key, uint32_t priori
     try {
       for (uint32_t g = 0; g < G; ++g)
         offer_staging_.push_back(
-            static_cast<unsigned char*>(device_.allocate_host(chunk_ * group_bytes_[g])));
+            static_cast<unsigned char*>(device_.allocate_host(offer_chunk_ * group_bytes_[g])));
     } catch (...) {
       for (unsigned char* p : offer_staging_) device_.deallocate_host(p);
       offer_staging_.clear();
@@ -522,10 +528,10 @@ void StoreChain::defer_offer(uint32_t node, const StoreKey& key, uint32_t priori
       return;
     }
     offer_copies_.resize(G);
-    pending_offers_.reserve(chunk_);
-    pending_tokens_.reserve(chunk_ * T_);
+    pending_offers_.reserve(offer_chunk_);
+    pending_tokens_.reserve(offer_chunk_ * T_);
   }
-  if (pending_offers_.size() == chunk_) flush_offers_slow();
+  if (pending_offers_.size() == offer_chunk_) flush_offers_slow();
   const uint32_t i = uint32_t(pending_offers_.size());
   pending_offers_.push_back(PendingOffer{key, priority, held});
   const int32_t* tokens = tree.tokens(node);

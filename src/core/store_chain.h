@@ -115,13 +115,19 @@
 //    eviction from the lowest tree-resident tier (the host tier, or the
 //    primary one without it; also a primary node dropped for want of host
 //    room) with priority >= secondary_offload_min_priority is sealed into a
-//    record and put into every store of the chain, on the serving call
-//    (the copy out of a device pool goes through the staging blocks),
+//    record and put into every store of the chain, on the serving call,
 //    except the stores an add loaded it from (mark_loaded: they hold it,
 //    and the load refreshed it there; when it is all of them, nothing is
 //    copied or sealed). If such a store evicts the record while the tree
 //    still caches the node, the block is not stored there again: a later
-//    miss computes it. A
+//    miss computes it. The copy out of a device pool goes through pinned
+//    staging blocks; within an add or an extend (OfferBatch) the offers are
+//    deferred and their blocks copied out together, one copy per group and
+//    one device synchronize for up to offer_chunk_ of them (flush_offers),
+//    before the call writes into any pool block (its loads, a copy on
+//    partial reuse or on write, the host tier's onboard) and before it
+//    returns: a copy and a synchronize per block cost a GPU cache's add
+//    several milliseconds (bench/results/2026-11-29-gpu-offers-h200.md). A
 //    device copy that fails drops the block, counted in the tier's drops.
 //    put() never waits on I/O; a full queue drops it, counted by the store.
 //    A node with an evicted windowed slot or a partial block is not stored.
@@ -217,7 +223,8 @@ class StoreChain {
   // already. Never throws. Inside an OfferBatch, a primary node of device
   // pools is deferred instead: its key, tokens and priority are kept and its
   // blocks are copied out with the batch's others (one copy per group, one
-  // device synchronize per chunk_ offers) by flush_offers().
+  // device synchronize per offer_chunk_ offers: up to 1,024 within 32 MiB)
+  // by flush_offers().
   void offer(uint32_t node);
   // Copies out, seals and puts the offers deferred so far. Called before
   // anything writes into pool blocks (copy_in, Residency::copy_set's
@@ -350,6 +357,11 @@ class StoreChain {
   void count_holdings(Holdings& h) const;
   // While muted (a reset) nothing is offered.
   void set_muted(bool muted) { muted_ = muted; }
+  // Tests: deferred offers are copied out at most n at a time (before the
+  // first one: their staging is allocated then).
+  void set_offer_chunk(uint64_t n) {
+    if (offer_staging_.empty() && n > 0) offer_chunk_ = n;
+  }
   // Tests: false makes a CPU cache move bytes through the staging blocks as
   // a device cache does.
   void set_direct_access(bool direct) {
@@ -494,8 +506,10 @@ class StoreChain {
   unsigned char* staging_ = nullptr;
   unsigned char* offer_record_ = nullptr;
   std::vector<unsigned char*> group_staging_;
-  // Deferred offers (OfferBatch): up to chunk_ of them, their blocks copied
-  // into offer_staging_[g] at index i (offer_copies_[g]) by flush_offers().
+  // Deferred offers (OfferBatch): up to offer_chunk_ of them, their blocks
+  // copied into offer_staging_[g] at index i (offer_copies_[g]) by
+  // flush_offers(); the staging is allocated at the first one.
+  uint64_t offer_chunk_ = 0;
   struct PendingOffer {
     StoreKey key;
     uint32_t priority = 0;

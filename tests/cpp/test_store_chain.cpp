@@ -151,9 +151,12 @@ TEST_F(StoreChainTest, ABlockLoadedFromTheDiskIsNotWrittenBackWhenEvicted) {
 // A device cache defers an add's offers and copies them out in one batch
 // (StoreChain::flush_offers): before the add writes into the blocks they
 // left (here: the records it loads), never after.
-TEST_F(StoreChainTest, DeferredOffersAreCopiedOutBeforeTheirBlocksAreWritten) {
+class DeferredOffers : public StoreChainTest, public ::testing::WithParamInterface<uint64_t> {};
+
+TEST_P(DeferredOffers, AreCopiedOutBeforeTheirBlocksAreWritten) {
   make(store_config(dir_.path(), 4));
   chain().set_direct_access(false);  // through copy_tier, as on a device
+  chain().set_offer_chunk(GetParam());
   const auto a = seq(100, 13);  // 3 full blocks + 1 token
   const auto b = seq(500, 16);  // 4 blocks
   cache_prompt(1, a);
@@ -169,6 +172,9 @@ TEST_F(StoreChainTest, DeferredOffersAreCopiedOutBeforeTheirBlocksAreWritten) {
   EXPECT_EQ(d.onboarded_blocks, 9u);
   EXPECT_EQ(d.io.rejected, 0u);
 }
+
+// 1024: an add's offers in one batch; 2: copied out two at a time as well.
+INSTANTIATE_TEST_SUITE_P(Chunks, DeferredOffers, ::testing::Values(uint64_t(1024), uint64_t(2)));
 
 TEST_F(StoreChainTest, RestartOnTheSameDirectoryKeepsThePrefixCache) {
   const auto a = seq(100, 17);  // 4 full blocks + 1

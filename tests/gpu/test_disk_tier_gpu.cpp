@@ -138,6 +138,47 @@ TEST_P(DiskTierGpu, ANewCacheOnTheDirectoryLoadsThemOntoTheDevice) {
   expect_loaded(1, p);
 }
 
+// The add that loads p from the disk evicts 5 cached blocks (r's 4 and
+// one of u's; their offers deferred, StoreChain::flush_offers) and loads
+// p's records into them on a non-blocking stream: r's blocks are copied
+// out before, so r comes back from the disk with its own bytes.
+TEST_P(DiskTierGpu, AnAddsOffersAreCopiedOutBeforeItsLoadsOverwriteThem) {
+  const uint32_t T = config_.tokens_per_block;
+  std::vector<int32_t> p(4 * T + 1), r(4 * T), u(4 * T);
+  std::iota(p.begin(), p.end(), 3000);
+  std::iota(r.begin(), r.end(), 60000);
+  std::iota(u.begin(), u.end(), 70000);
+  cache_on_disk(p);  // the 8 device blocks free again
+  for (uint64_t id : {10, 11}) {  // r, then u: 8 cached blocks with their pattern
+    const std::vector<int32_t>& t = id == 10 ? r : u;
+    m().add(id, t.data(), t.size(), {}, stream_);
+    const Sequence& s = m().sequence(id);
+    for (uint64_t b = 0; b < 4; ++b) {
+      const auto v = expected(t[b * T], b);
+      CUDA_OK_(cudaMemcpyAsync(cache_->pool(0).block(s.blocks[0][b]), v.data(), v.size(),
+                               cudaMemcpyHostToDevice, stream_));
+    }
+    CUDA_OK_(cudaStreamSynchronize(stream_));
+    m().commit(id, t.size());
+    m().remove(id);
+  }
+  expect_loaded(3, p);
+  m().remove(3);
+  EXPECT_EQ(m().add(4, r.data(), r.size(), {}, stream_), 3u * T);  // r's first 3 from the disk
+  const Sequence& s = m().sequence(4);
+  std::vector<uint8_t> got(bytes());
+  for (uint64_t b = 0; b < 3; ++b) {
+    CUDA_OK_(cudaMemcpyAsync(got.data(), cache_->pool(0).block(s.blocks[0][b]), bytes(),
+                             cudaMemcpyDeviceToHost, stream_));
+    CUDA_OK_(cudaStreamSynchronize(stream_));
+    EXPECT_EQ(std::memcmp(got.data(), expected(r[b * T], b).data(), bytes()), 0)
+        << "r's block " << b;
+  }
+  EXPECT_EQ(m().stores()->reports().at(0).onboarded_blocks, 4u + 3u);
+  EXPECT_EQ(cache_->device().async_error(stream_).status, KVC_OK);
+  m().check_invariants();
+}
+
 INSTANTIATE_TEST_SUITE_P(Geometries, DiskTierGpu,
                          ::testing::Values(Geometry{2, 8, 128, 16, KVC_DTYPE_BF16},  // 128 KiB
                                            Geometry{1, 1, 3, 2, KVC_DTYPE_F16}));     // 24 bytes
