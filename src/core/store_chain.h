@@ -518,7 +518,7 @@ class StoreChain {
   uint32_t batch_depth_ = 0;
   std::vector<PendingOffer> pending_offers_;
   std::vector<int32_t> pending_tokens_;  // T_ per pending offer
-  std::vector<unsigned char*> offer_staging_;         // per group: chunk_ blocks, pinned
+  std::vector<unsigned char*> offer_staging_;         // per group: offer_chunk_ blocks, pinned
   std::vector<std::vector<TierCopy>> offer_copies_;   // per group
   std::vector<TierCopy> copies_;
 

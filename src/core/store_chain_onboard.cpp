@@ -1,8 +1,8 @@
 // StoreChain's onboard side (store_chain.h, "Onboard"): an add's lookup of
 // the prompt's blocks past the tree's match in the stores (stage, fill,
 // check_run) and the copy of the records found into the sequence's fresh
-// blocks (onboard, copy_in). The offload side (write-through at commit, the
-// drain, eviction's offer) is in store_chain.cpp.
+// blocks (onboard, copy_in). The offload side: write-through at commit and
+// the drain in store_chain.cpp, eviction's offer in store_chain_offer.cpp.
 #include "core/store_chain.h"
 
 #include <algorithm>
