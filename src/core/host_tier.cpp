@@ -111,6 +111,8 @@ void HostTier::prepare(const Reservation& r, void* stream) {
     }
   }
   if (!dest_.empty()) {
+    // A host node offered from now on waits for these copies (StoreChain).
+    if (stores_ != nullptr) stores_->host_blocks_written();
     try {
       batch_.submit(ranks_, TierDirection::kOffload, stream);
     } catch (...) {

@@ -226,6 +226,11 @@ class StoreChain {
   // device synchronize per offer_chunk_ offers: up to 1,024 within 32 MiB)
   // by flush_offers().
   void offer(uint32_t node);
+  // The host tier enqueued copies that write host blocks: a host node's
+  // offer waits for the device again before it reads its blocks. Within an
+  // OfferBatch one wait serves every host node offered until then (the host
+  // tier's victims of a call: one device synchronize, not one each).
+  void host_blocks_written() { host_settled_ = false; }
   // Copies out, seals and puts the offers deferred so far. Called before
   // anything writes into pool blocks (copy_in, Residency::copy_set's
   // callers, the host tier's onboard) and when the batch ends: the blocks
@@ -244,7 +249,9 @@ class StoreChain {
       if (chain_ != nullptr) ++chain_->batch_depth_;
     }
     ~OfferBatch() {
-      if (chain_ != nullptr && --chain_->batch_depth_ == 0) chain_->flush_offers();
+      if (chain_ == nullptr || --chain_->batch_depth_ != 0) return;
+      chain_->flush_offers();
+      chain_->host_settled_ = false;
     }
     OfferBatch(const OfferBatch&) = delete;
     OfferBatch& operator=(const OfferBatch&) = delete;
@@ -516,6 +523,7 @@ class StoreChain {
     uint8_t held = 0;  // the stores not to put it into (StoreKeys::held_by)
   };
   uint32_t batch_depth_ = 0;
+  bool host_settled_ = false;  // host_blocks_written()
   std::vector<PendingOffer> pending_offers_;
   std::vector<int32_t> pending_tokens_;  // T_ per pending offer
   std::vector<unsigned char*> offer_staging_;         // per group: offer_chunk_ blocks, pinned

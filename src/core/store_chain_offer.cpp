@@ -111,9 +111,10 @@ void StoreChain::flush_offers_slow() noexcept {
 void StoreChain::copy_out(uint32_t node, bool primary, unsigned char* payload) {
   const RadixTree& tree = index_.tree();
   const uint32_t G = layout_groups_.num_groups();
-  if (!primary) {  // host memory: the copies that filled it are done first
+  if (!primary && !host_settled_) {  // host memory: the copies that filled it are done first
     device_.order_after_tier_copies(nullptr);
     device_.synchronize(nullptr);
+    host_settled_ = batch_depth_ > 0;  // until the host tier writes host blocks again
   }
   for (uint32_t g = 0; g < G; ++g) {
     const uint32_t p = layout_groups_.group_pool[g];

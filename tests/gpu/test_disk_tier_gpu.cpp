@@ -179,6 +179,43 @@ TEST_P(DiskTierGpu, AnAddsOffersAreCopiedOutBeforeItsLoadsOverwriteThem) {
   m().check_invariants();
 }
 
+// Primary -> host -> disk on the device: p is pushed to the host tier, then
+// out of it to the disk (host nodes offered with one device wait for a
+// call's victims, StoreChain::host_blocks_written); it loads back from the
+// disk with every byte.
+TEST_P(DiskTierGpu, BlocksPassTheHostTierOnTheirWayToTheDisk) {
+  const uint32_t T = config_.tokens_per_block;
+  const uint64_t set_bytes = bytes();
+  cache_.reset();
+  config_.host_cache_bytes = 4 * set_bytes;  // 4 block sets
+  cache_ = std::make_unique<Cache>(config_);
+  auto cache_written = [&](uint64_t id, const std::vector<int32_t>& t) {
+    m().add(id, t.data(), t.size(), {}, stream_);
+    const Sequence& s = m().sequence(id);
+    for (uint64_t b = 0; b < t.size() / T; ++b) {
+      const auto v = expected(t[b * T], b);
+      CUDA_OK_(cudaMemcpyAsync(cache_->pool(0).block(s.blocks[0][b]), v.data(), v.size(),
+                               cudaMemcpyHostToDevice, stream_));
+    }
+    CUDA_OK_(cudaStreamSynchronize(stream_));
+    m().commit(id, t.size());
+    m().remove(id);
+    m().check_invariants();
+  };
+  std::vector<int32_t> p(4 * T + 1), r(4 * T), u(4 * T), w(4 * T);
+  std::iota(p.begin(), p.end(), 4000);
+  std::iota(r.begin(), r.end(), 61000);
+  std::iota(u.begin(), u.end(), 62000);
+  std::iota(w.begin(), w.end(), 63000);
+  cache_written(1, p);
+  cache_written(2, r);  // 8 blocks cached
+  cache_written(3, u);  // p's 4 to the host tier
+  cache_written(4, w);  // r's 4 to the host tier, p's 4 out of it to the disk
+  m().stores()->flush();
+  EXPECT_EQ(m().stores()->reports().at(0).io.blocks, 4u);
+  expect_loaded(5, p);
+}
+
 INSTANTIATE_TEST_SUITE_P(Geometries, DiskTierGpu,
                          ::testing::Values(Geometry{2, 8, 128, 16, KVC_DTYPE_BF16},  // 128 KiB
                                            Geometry{1, 1, 3, 2, KVC_DTYPE_F16}));     // 24 bytes
