@@ -173,6 +173,31 @@ TEST_P(DeferredOffers, AreCopiedOutBeforeTheirBlocksAreWritten) {
   EXPECT_EQ(d.io.rejected, 0u);
 }
 
+// A copy on partial reuse writes into a block an offer of the same add just
+// left: the offer is copied out first.
+TEST_P(DeferredOffers, ACopyOnPartialReuseWaitsForThem) {
+  CacheConfig c = store_config(dir_.path(), 4);
+  c.partial_reuse = true;
+  make(c);
+  chain().set_direct_access(false);  // through copy_tier, as on a device
+  chain().set_offer_chunk(GetParam());
+  const auto p = seq(100, 12);  // 3 full blocks
+  const auto a = seq(500, 4);   // 1 block: the pool is full of cached blocks
+  cache_prompt(1, p);
+  cache_prompt(2, a);
+  // b matches 2 tokens of a's block: its first new block gets those rows
+  // copied in, and it is p's leaf's (the oldest victim, offered).
+  std::vector<int32_t> b = {a[0], a[1]};
+  for (int32_t t = 900; t < 906; ++t) b.push_back(t);
+  EXPECT_EQ(cache_prompt(3, b), 2u);
+  EXPECT_EQ(disk().offered_blocks, 2u);  // p's last two blocks
+  // p and one more block: p's blocks 1 and 2 from the disk, bit for bit.
+  std::vector<int32_t> d = p;
+  for (int32_t t = 700; t < 704; ++t) d.push_back(t);
+  EXPECT_EQ(add(4, d), 12u);
+  EXPECT_EQ(disk().onboarded_blocks, 2u);
+}
+
 // 1024: an add's offers in one batch; 2: copied out two at a time as well.
 INSTANTIATE_TEST_SUITE_P(Chunks, DeferredOffers, ::testing::Values(uint64_t(1024), uint64_t(2)));
 
@@ -410,12 +435,17 @@ TEST_F(StoreChainTest, AHostOffloadWaitsForTheWriteJobOfItsBlocks) {
 // whatever the disk answers is either checked KV or a miss.
 TEST_F(StoreChainTest, RandomizedRunsKeepEveryByte) {
   // With and without a host tier; bytes copied directly between records and
-  // the CPU pools, and through the staging blocks a device cache uses.
-  // Runs 4 and 5 write through at commit.
+  // the CPU pools, and through the staging blocks a device cache uses (its
+  // offers deferred to the call's end: runs 2 and 3). Runs 4 and 5 write
+  // through at commit.
   for (int run = 0; run < 6; ++run) {
     const uint64_t host = run % 2 == 0 ? 0 : 3;
     TempDir dir;
-    make(store_config(dir.path(), 12, host, 10), run >= 4);
+    CacheConfig c = store_config(dir.path(), 12, host, 10);
+    // Through the staging blocks, partial matches are copied into new
+    // blocks too, which may be ones a deferred offer still reads.
+    c.partial_reuse = run == 2 || run == 3;
+    make(c, run >= 4);
     chain().set_direct_access(run < 2 || run >= 4);
     std::mt19937 rng(uint32_t(7 + run));
     std::vector<std::vector<int32_t>> prefixes;
