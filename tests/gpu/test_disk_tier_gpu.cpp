@@ -72,21 +72,28 @@ class DiskTierGpu : public ::testing::TestWithParam<Geometry> {
     for (uint64_t i = 0; i < v.size(); ++i) v[i] = pattern(first_token, b, i);
     return v;
   }
+  // Adds t, writes each full block's pattern on the device, commits and
+  // removes: its full blocks end up cached with their pattern.
+  void cache_written(uint64_t id, const std::vector<int32_t>& t) {
+    const uint32_t T = config_.tokens_per_block;
+    m().add(id, t.data(), t.size(), {}, stream_);
+    const Sequence& s = m().sequence(id);
+    for (uint64_t b = 0; b < t.size() / T; ++b) {
+      const auto v = expected(t[b * T], b);
+      CUDA_OK_(cudaMemcpyAsync(cache_->pool(0).block(s.blocks[0][b]), v.data(), v.size(),
+                               cudaMemcpyHostToDevice, stream_));
+    }
+    CUDA_OK_(cudaStreamSynchronize(stream_));
+    m().commit(id, t.size());
+    m().remove(id);
+    m().check_invariants();
+  }
   // Caches p's 4 full blocks with their pattern written on the device, then
   // pushes them out of primary (8 new blocks in an 8-block cache) and
   // overwrites every device block: only the disk holds p's KV.
   void cache_on_disk(const std::vector<int32_t>& p) {
     const uint32_t T = config_.tokens_per_block;
-    m().add(1, p.data(), p.size(), {}, stream_);
-    const Sequence& s1 = m().sequence(1);
-    for (uint64_t b = 0; b < 4; ++b) {
-      const auto v = expected(p[b * T], b);
-      CUDA_OK_(cudaMemcpyAsync(cache_->pool(0).block(s1.blocks[0][b]), v.data(), v.size(),
-                               cudaMemcpyHostToDevice, stream_));
-    }
-    CUDA_OK_(cudaStreamSynchronize(stream_));
-    m().commit(1, p.size());
-    m().remove(1);
+    cache_written(1, p);
     std::vector<int32_t> q(8 * T);
     std::iota(q.begin(), q.end(), 50000);
     m().add(2, q.data(), q.size(), {}, stream_);
@@ -149,19 +156,8 @@ TEST_P(DiskTierGpu, AnAddsOffersAreCopiedOutBeforeItsLoadsOverwriteThem) {
   std::iota(r.begin(), r.end(), 60000);
   std::iota(u.begin(), u.end(), 70000);
   cache_on_disk(p);  // the 8 device blocks free again
-  for (uint64_t id : {10, 11}) {  // r, then u: 8 cached blocks with their pattern
-    const std::vector<int32_t>& t = id == 10 ? r : u;
-    m().add(id, t.data(), t.size(), {}, stream_);
-    const Sequence& s = m().sequence(id);
-    for (uint64_t b = 0; b < 4; ++b) {
-      const auto v = expected(t[b * T], b);
-      CUDA_OK_(cudaMemcpyAsync(cache_->pool(0).block(s.blocks[0][b]), v.data(), v.size(),
-                               cudaMemcpyHostToDevice, stream_));
-    }
-    CUDA_OK_(cudaStreamSynchronize(stream_));
-    m().commit(id, t.size());
-    m().remove(id);
-  }
+  cache_written(10, r);
+  cache_written(11, u);  // 8 cached blocks with their pattern
   expect_loaded(3, p);
   m().remove(3);
   EXPECT_EQ(m().add(4, r.data(), r.size(), {}, stream_), 3u * T);  // r's first 3 from the disk
@@ -189,19 +185,6 @@ TEST_P(DiskTierGpu, BlocksPassTheHostTierOnTheirWayToTheDisk) {
   cache_.reset();
   config_.host_cache_bytes = 4 * set_bytes;  // 4 block sets
   cache_ = std::make_unique<Cache>(config_);
-  auto cache_written = [&](uint64_t id, const std::vector<int32_t>& t) {
-    m().add(id, t.data(), t.size(), {}, stream_);
-    const Sequence& s = m().sequence(id);
-    for (uint64_t b = 0; b < t.size() / T; ++b) {
-      const auto v = expected(t[b * T], b);
-      CUDA_OK_(cudaMemcpyAsync(cache_->pool(0).block(s.blocks[0][b]), v.data(), v.size(),
-                               cudaMemcpyHostToDevice, stream_));
-    }
-    CUDA_OK_(cudaStreamSynchronize(stream_));
-    m().commit(id, t.size());
-    m().remove(id);
-    m().check_invariants();
-  };
   std::vector<int32_t> p(4 * T + 1), r(4 * T), u(4 * T), w(4 * T);
   std::iota(p.begin(), p.end(), 4000);
   std::iota(r.begin(), r.end(), 61000);
