@@ -69,6 +69,7 @@ void StoreChain::defer_offer(uint32_t node, const StoreKey& key, uint32_t priori
       return;
     }
     offer_copies_.resize(G);
+    for (auto& c : offer_copies_) c.reserve(offer_chunk_);  // offer() allocates nothing more
     pending_offers_.reserve(offer_chunk_);
     pending_tokens_.reserve(offer_chunk_ * T_);
   }
@@ -101,7 +102,11 @@ void StoreChain::flush_offers_slow() noexcept {
       std::memcpy(payload + group_offset_[g], offer_staging_[g] + i * group_bytes_[g],
                   group_bytes_[g]);
     const PendingOffer& o = pending_offers_[i];
-    put_offer(o.key, pending_tokens_.data() + i * T_, o.priority, o.held);
+    try {
+      put_offer(o.key, pending_tokens_.data() + i * T_, o.priority, o.held);
+    } catch (...) {
+      ++dropped_;  // a store out of memory: dropped, counted
+    }
   }
   pending_offers_.clear();
   pending_tokens_.clear();
