@@ -59,7 +59,7 @@ bool Sequences::try_add(uint64_t id, const int32_t* tokens, uint64_t n,
   if (loaded > 0) {
     const uint64_t full = plan.match.full.size();
     commit(id, (full + loaded) * T_, /*loaded=*/true);
-    stores_->mark_loaded(s, full, loaded);
+    stores_->mark_loaded(s, full);
     s.cached = (full + loaded) * T_;
     counters_.reused_blocks += loaded;
     counters_.missed_blocks -= loaded;

@@ -220,11 +220,11 @@ class StoreChain {
   // --- Offload ---------------------------------------------------------------
   // `node` is about to leave the tree (its blocks still valid, in its tier's
   // pools): put it into the stores if it qualifies and write-through did not
-  // already. Never throws. Inside an OfferBatch, a primary node of device
-  // pools is deferred instead: its key, tokens and priority are kept and its
-  // blocks are copied out with the batch's others (one copy per group, one
-  // device synchronize per offer_chunk_ offers: up to 1,024 within 32 MiB)
-  // by flush_offers().
+  // already. Never throws. A primary node of device pools is deferred: its
+  // key, tokens and priority are kept and its blocks are copied out with
+  // the batch's others (one copy per group, one device synchronize per
+  // offer_chunk_ offers: up to 1,024 within 32 MiB) by flush_offers(), at
+  // once outside an OfferBatch.
   void offer(uint32_t node);
   // The host tier enqueued copies that write host blocks: a host node's
   // offer waits for the device again before it reads its blocks. Within an
@@ -411,11 +411,11 @@ class StoreChain {
   // `extras`: stage()'s (the same keys; the caller may have moved them).
   uint64_t onboard(const std::vector<std::vector<uint32_t>>& blocks,
                    const std::vector<ExtraKey>& extras, void* stream);
-  // After onboard() returned `loaded` > 0 and the caller published those
-  // blocks (s.nodes[first, first + loaded), as far as s.published reaches):
-  // each node is marked held by the store it was loaded from
+  // After onboard() loaded blocks and the caller published them
+  // (s.nodes[first, first + loaded), as far as s.published reaches): each
+  // node is marked held by the store it was loaded from
   // (StoreKeys::mark_held), so that its eviction does not offer it back.
-  void mark_loaded(const Sequence& s, uint64_t first, uint64_t loaded);
+  void mark_loaded(const Sequence& s, uint64_t first);
 
   // Waits for every queued write and every store's queued puts (tests,
   // shutdown, kvc_cache_flush_tiers), releasing the writes' references.
@@ -432,7 +432,8 @@ class StoreChain {
   uint64_t check_run(size_t s, uint64_t begin, uint64_t got);
   bool copy_in(uint64_t staged, uint64_t position,
                const std::vector<std::vector<uint32_t>>& blocks, void* stream);
-  // The payload of `node` (its tier's blocks) into `payload`.
+  // The payload of `node` (its tier's blocks, in host memory: the host tier
+  // or host pools) into `payload`.
   void copy_out(uint32_t node, bool primary, unsigned char* payload);
   // Seals offer_record_ (its payload written) as `key`'s record and puts it
   // into every store not in `held`.

@@ -26,11 +26,12 @@ void StoreChain::offer(uint32_t node) {
   const uint8_t held = keys_.held_by(node);
   if (held == uint8_t((1u << stores_.size()) - 1)) return;
   const StoreKey key = keys_.node_key(node);
-  // A primary block of device pools within a batch: copied out with the
-  // batch's others (a copy and a synchronize each cost a GPU cache's add
-  // milliseconds: bench/results/2026-11-29-gpu-offers-h200.md).
-  if (batch_depth_ > 0 && t.tier == kPrimaryTier && !direct_) {
+  // A primary block of device pools: copied out with the batch's others
+  // (a copy and a synchronize each cost a GPU cache's add milliseconds:
+  // bench/results/2026-11-29-gpu-offers-h200.md); outside a batch, at once.
+  if (t.tier == kPrimaryTier && !direct_) {
     defer_offer(node, key, t.priority, held);
+    if (batch_depth_ == 0) flush_offers();
     return;
   }
   try {
@@ -124,18 +125,7 @@ void StoreChain::copy_out(uint32_t node, bool primary, unsigned char* payload) {
   for (uint32_t g = 0; g < G; ++g) {
     const uint32_t p = layout_groups_.group_pool[g];
     const uint32_t blk = tree.block(node, g);
-    const unsigned char* from = nullptr;
-    if (!primary) {
-      from = host_memory_[p]->block(blk);
-    } else if (direct_) {
-      from = memory_[p]->block(blk);
-    } else {
-      const TierCopy c{blk, 0};
-      device_.copy_tier(TierDirection::kOffload, memory_[p]->base(), group_staging_[g],
-                        group_bytes_[g], &c, 1, nullptr);
-      device_.synchronize(nullptr);
-      from = group_staging_[g];
-    }
+    const unsigned char* from = primary ? memory_[p]->block(blk) : host_memory_[p]->block(blk);
     std::memcpy(payload + group_offset_[g], from, group_bytes_[g]);
   }
 }

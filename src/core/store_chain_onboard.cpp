@@ -149,8 +149,8 @@ uint64_t StoreChain::onboard(const std::vector<std::vector<uint32_t>>& blocks,
   return total;
 }
 
-void StoreChain::mark_loaded(const Sequence& s, uint64_t first, uint64_t loaded) {
-  const uint64_t end = std::min<uint64_t>({first + loaded, s.published, first + loaded_from_.size()});
+void StoreChain::mark_loaded(const Sequence& s, uint64_t first) {
+  const uint64_t end = std::min<uint64_t>(first + loaded_from_.size(), s.published);
   for (uint64_t b = first; b < end; ++b)
     keys_.mark_held(s.nodes[b], uint8_t(1u << loaded_from_[b - first]));
 }

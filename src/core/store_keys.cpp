@@ -11,7 +11,12 @@ static_assert(StoreKeys::kRootNode == RadixTree::kRoot, "StoreKeys names the roo
 
 StoreKeys::StoreKeys(const PrefixIndex& index, uint32_t id_bound, uint32_t tokens_per_block,
                      uint64_t seed)
-    : index_(index), T_(tokens_per_block), hasher_(seed), keys_(id_bound), valid_(id_bound, 0), held_(id_bound, 0) {}
+    : index_(index),
+      T_(tokens_per_block),
+      hasher_(seed),
+      keys_(id_bound),
+      valid_(id_bound, 0),
+      held_(id_bound, 0) {}
 
 const StoreKey& StoreKeys::node_key(uint32_t node) {
   if (node == RadixTree::kRoot) return root_;
