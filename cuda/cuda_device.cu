@@ -408,6 +408,27 @@ void CudaDevice::synchronize(void* stream) {
   cuda_check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize");
 }
 
+void* CudaDevice::create_fence() {
+  activate();
+  cudaEvent_t e = nullptr;
+  cuda_check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+  return e;
+}
+
+void CudaDevice::record_fence(void* fence, void* stream) {
+  activate();
+  cuda_check(cudaEventRecord(static_cast<cudaEvent_t>(fence), static_cast<cudaStream_t>(stream)),
+             "cudaEventRecord");
+}
+
+bool CudaDevice::wait_fence(void* fence) noexcept {
+  return cudaEventSynchronize(static_cast<cudaEvent_t>(fence)) == cudaSuccess;
+}
+
+void CudaDevice::destroy_fence(void* fence) noexcept {
+  if (fence != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(fence));
+}
+
 std::unique_ptr<Device> create_cuda_device(int32_t ordinal) {
   return std::make_unique<CudaDevice>(ordinal);
 }

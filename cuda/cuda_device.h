@@ -56,6 +56,12 @@ class CudaDevice final : public Device {
                  void* stream) override;
   void order_after_tier_copies(void* stream) override;
   void synchronize(void* stream) override;
+  // A cudaEvent_t (timing disabled); wait_fence blocks in
+  // cudaEventSynchronize (the event's context is current on any thread).
+  void* create_fence() override;
+  void record_fence(void* fence, void* stream) override;
+  bool wait_fence(void* fence) noexcept override;
+  void destroy_fence(void* fence) noexcept override;
 
   // Stream-ordered: one virtual memory mapping per buffer, unmapped when
   // the work enqueued before the free is done (growth_memory.h); a

@@ -36,13 +36,15 @@
  * manual clock (kvc_config_set_manual_clock, kvc_cache_advance_clock).
  *
  * Streams: calls that may copy blocks (copy on partial reuse in add, copy on
- * write of a shared tail in extend, and with a host tier the offloads of
- * evicted blocks and the onboards of reused ones) take an opaque `stream`
- * (a cudaStream_t cast, or NULL); the copies are enqueued on it, batched
- * (one copy per pool and direction per call), so the caller's kernels on
- * that stream see the data. A call on another stream first waits for every
- * earlier host-tier copy. On a CPU cache the copies are done before the
- * call returns.
+ * write of a shared tail in extend, with a host tier the offloads of
+ * evicted blocks and the onboards of reused ones, with a disk or remote
+ * tier the copies of evicted blocks out to them and the loads of reused
+ * ones) take an opaque `stream` (a cudaStream_t cast, or NULL); the copies
+ * are enqueued on it, batched (one copy per pool and direction per call),
+ * so the caller's kernels on that stream see the data and overwrite
+ * evicted blocks only after they were copied out. A call on another stream
+ * first waits for every earlier tier copy. On a CPU cache the copies are
+ * done before the call returns.
  *
  * All or nothing: a failing call changes nothing (counts, reference counts,
  * the tree, the eviction queue, the sequences). One exception: a host-tier

@@ -134,6 +134,21 @@ class Device {
   // Waits for the work enqueued on `stream`.
   virtual void synchronize(void* stream) = 0;
 
+  // Fences: a point in a stream's work that another thread can wait for
+  // (copies out of the pools handed to a store's worker, which must not
+  // read the bytes before the copies are done). create_fence throws
+  // Error(KVC_ERR_DEVICE); record_fence marks the work enqueued on `stream`
+  // so far (throws Error(KVC_ERR_DEVICE)); wait_fence, callable from any
+  // thread while no record_fence of the same fence runs, returns once that
+  // work is done (false: the device failed; the work's results are then
+  // undefined). The defaults suit a device whose work is done when it is
+  // enqueued (the CPU backend): record_fence synchronizes, wait_fence
+  // returns true at once.
+  virtual void* create_fence() { return nullptr; }
+  virtual void record_fence(void* /*fence*/, void* stream) { synchronize(stream); }
+  virtual bool wait_fence(void* /*fence*/) noexcept { return true; }
+  virtual void destroy_fence(void* /*fence*/) noexcept {}
+
   // Stream-ordered memory for buffers replaced while work may still read
   // them (stateful growth): freeing waits for the work enqueued on `stream`
   // so far. allocate_on throws Error(KVC_ERR_OUT_OF_MEMORY). The defaults

@@ -116,14 +116,14 @@ void BlockManager::extend_batch(const uint64_t* ids, const int32_t* tokens, size
 
 bool BlockManager::try_add(uint64_t id, const int32_t* tokens, uint64_t n,
                            const SequenceOptions& options, void* stream, uint64_t* cached_tokens) {
-  StoreChain::OfferBatch offers(stores_.get());
+  StoreChain::OfferBatch offers(stores_.get(), stream);
   if (!seqs_.try_add(id, tokens, n, options, stream, cached_tokens)) return false;
   debug_check();
   return true;
 }
 
 bool BlockManager::try_extend(uint64_t id, const int32_t* tokens, uint64_t n, void* stream) {
-  StoreChain::OfferBatch offers(stores_.get());
+  StoreChain::OfferBatch offers(stores_.get(), stream);
   if (!seqs_.try_extend(id, tokens, n, stream)) return false;
   debug_check();
   return true;
@@ -131,7 +131,7 @@ bool BlockManager::try_extend(uint64_t id, const int32_t* tokens, uint64_t n, vo
 
 bool BlockManager::try_extend_batch(const uint64_t* ids, const int32_t* tokens, size_t count,
                                     void* stream) {
-  StoreChain::OfferBatch offers(stores_.get());
+  StoreChain::OfferBatch offers(stores_.get(), stream);
   if (!seqs_.try_extend_batch(ids, tokens, count, stream)) return false;
   debug_check();
   return true;

@@ -16,10 +16,11 @@ namespace {
 
 constexpr uint64_t kStagingBytes = uint64_t(32) << 20;  // records looked up per chunk
 constexpr uint64_t kMaxChunk = 64;
-// Deferred offers copied out at once (StoreChain::flush_offers), within
-// kStagingBytes of pinned staging: one synchronize per call for an add's
-// victims unless they are many or large.
+// Deferred offers copied out at once into one slot (StoreChain::flush_offers),
+// within kOfferSlotBytes of pinned staging (kOfferSlots of them): one
+// slot per call for an add's victims unless they are many or large.
 constexpr uint64_t kMaxOfferChunk = 1024;
+constexpr uint64_t kOfferSlotBytes = uint64_t(8) << 20;
 // Write-through jobs queued at most (each holds one block set): a full queue
 // drops the job rather than waiting (store_chain.h); at most a quarter of
 // the primary blocks (16 at least), so that an add rarely finds the pool
@@ -51,11 +52,12 @@ StoreChain::StoreChain(const CacheConfig& config, const GroupLayout& layout,
       layout_(store_record_layout(config, grouping)),
       stores_(std::move(stores)),
       onboarded_(stores_.size(), 0),
-      offered_(stores_.size(), 0),
+      offered_(new std::atomic<uint64_t>[stores_.size()]),
       keys_(index, index.tree().id_bound(), config.tokens_per_block, config.event_hash_seed) {
   // StoreKeys::mark_held keeps a bit per store in a byte (there are two:
   // disk and remote).
   if (stores_.size() > 8) fail(KVC_ERR_INTERNAL, "a cache takes at most 8 block stores");
+  for (size_t s = 0; s < stores_.size(); ++s) offered_[s].store(0, std::memory_order_relaxed);
   uint64_t offset = 0;
   for (const LayerGroup& g : grouping.groups) {
     group_offset_.push_back(offset);
@@ -65,7 +67,7 @@ StoreChain::StoreChain(const CacheConfig& config, const GroupLayout& layout,
   const size_t record = layout_.record_bytes();
   chunk_ = std::max<uint64_t>(1, std::min<uint64_t>(kMaxChunk, kStagingBytes / record));
   offer_chunk_ =
-      std::max<uint64_t>(1, std::min<uint64_t>(kMaxOfferChunk, kStagingBytes / record));
+      std::max<uint64_t>(1, std::min<uint64_t>(kMaxOfferChunk, kOfferSlotBytes / record));
   host_pools_ = device.kind() == KVC_DEVICE_CPU;
   direct_ = host_pools_;
   try {
@@ -109,6 +111,8 @@ StoreChain::StoreChain(const CacheConfig& config, const GroupLayout& layout,
 
 StoreChain::~StoreChain() {
   flush_offers();  // (none are left outside an OfferBatch)
+  finish_offers();
+  offer_tasks_.reset();
   writer_.reset();  // finishes the accepted jobs while the pools still exist
   release_staging();
 }
@@ -116,8 +120,12 @@ StoreChain::~StoreChain() {
 void StoreChain::release_staging() noexcept {
   for (unsigned char* p : group_staging_) device_.deallocate_host(p);
   group_staging_.clear();
-  for (unsigned char* p : offer_staging_) device_.deallocate_host(p);
-  offer_staging_.clear();
+  for (OfferSlot& slot : slots_) {
+    for (unsigned char* p : slot.staging) device_.deallocate_host(p);
+    slot.staging.clear();
+    device_.destroy_fence(slot.fence);
+    slot.fence = nullptr;
+  }
   if (offer_record_ != nullptr) device_.deallocate_host(offer_record_);
   if (staging_ != nullptr) device_.deallocate_host(staging_);
   offer_record_ = staging_ = nullptr;
@@ -433,6 +441,7 @@ void StoreChain::drain() {
 }
 
 void StoreChain::settle() {
+  finish_offers();  // their device copies read pool blocks (a resize settles first)
   if (!writer_) return;
   if (paused_) pause_writer(false);
   writer_->flush();
@@ -442,8 +451,8 @@ void StoreChain::settle() {
 void StoreChain::count_holdings(Holdings&) const {
   // Deferred offers read blocks that are free again: only within the call
   // that made them (OfferBatch), never across calls.
-  if (batch_depth_ == 0 && !pending_offers_.empty())
-    fail(KVC_ERR_INTERNAL, "cache invariant broken: " + std::to_string(pending_offers_.size()) +
+  if (batch_depth_ == 0 && pending_ > 0)
+    fail(KVC_ERR_INTERNAL, "cache invariant broken: " + std::to_string(pending_) +
                                " deferred offers outlived their call");
   // Queued writes hold no block (leaving() waits for them instead): nothing
   // to count. Their stamps: every stamped node is live, in the primary tier
@@ -478,7 +487,7 @@ void StoreChain::count_holdings(Holdings&) const {
 
 void StoreChain::flush() {
   flush_offers();
-  settle();
+  settle();  // finishes the offers' tasks too
   for (auto& s : stores_) s->flush();
   sync_events();
 }
@@ -491,9 +500,9 @@ std::vector<StoreTierReport> StoreChain::reports() const {
     r.io = stores_[s]->stats();
     r.onboarded_blocks = onboarded_[s];
     r.onboarded_bytes = onboarded_[s] * layout_.payload_bytes;
-    r.offered_blocks = offered_[s];
+    r.offered_blocks = offered_[s].load(std::memory_order_relaxed);
     // Blocks that never reached a store count as drops of every tier.
-    r.io.drops += dropped_;
+    r.io.drops += dropped_.load(std::memory_order_relaxed);
     if (writer_) {
       r.offered_blocks += writer_->accepted(s);
       r.io.drops += writer_->dropped();

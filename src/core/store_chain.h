@@ -122,13 +122,24 @@
 //    still caches the node, the block is not stored there again: a later
 //    miss computes it. The copy out of a device pool goes through pinned
 //    staging blocks; within an add or an extend (OfferBatch) the offers are
-//    deferred and their blocks copied out together, one copy per group and
-//    one device synchronize for up to offer_chunk_ of them (flush_offers),
-//    before the call writes into any pool block (its loads, a copy on
-//    partial reuse or on write, the host tier's onboard) and before it
-//    returns: a copy and a synchronize per block cost a GPU cache's add
-//    several milliseconds (bench/results/2026-11-29-gpu-offers-h200.md). A
-//    device copy that fails drops the block, counted in the tier's drops.
+//    deferred and their blocks copied out together into a staging slot, one
+//    copy per group for up to offer_chunk_ of them (flush_offers), enqueued
+//    on the call's stream before the call writes into any pool block (its
+//    loads, a copy on partial reuse or on write, the host tier's onboard)
+//    and before it returns, so that the call's and the caller's later work
+//    on that stream comes after them (a call on another stream waits for
+//    them: Device::order_after_tier_copies). The call waits for neither the
+//    copies nor the sealing: the slot goes to the offer worker (a
+//    BackgroundTasks thread of the store layer), which waits for the
+//    copies (Device::wait_fence), seals each record and puts it (put_slot);
+//    a copy and a synchronize per block cost a GPU cache's add several
+//    milliseconds, and sealing a 2 MiB record on the call is a copy and a
+//    checksum of it (bench/results/2026-11-29-gpu-offers-h200.md). The
+//    kOfferSlots slots are filled in turn; while all are out (the worker is
+//    behind) an offer is dropped and counted, never waited for, as a
+//    store's full queue drops a put. Outside a batch the copies are waited
+//    for at once. A device copy that
+//    fails drops the block, counted in the tier's drops.
 //    put() never waits on I/O; a full queue drops it, counted by the store.
 //    A node with an evicted windowed slot or a partial block is not stored.
 //    A reset (evict_all) puts nothing.
@@ -146,8 +157,9 @@
 //    no block the plan did not count, so the all-or-nothing rule holds: a
 //    store that fails, times out or answers garbage is a miss.
 //
-// The core does no I/O and starts no thread: the stores and the record
-// writer do, on their threads; this owner only calls their interfaces,
+// The core does no I/O and starts no thread: the stores, the record writer
+// and the offer worker do, on their threads; this owner only calls their
+// interfaces,
 // under the cache's lock. Bytes move between the
 // pools and the records through per-group pinned staging blocks
 // (Device::allocate_host: copy_tier reaches only whole host allocations),
@@ -157,6 +169,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -166,6 +179,7 @@
 #include <vector>
 
 #include "backend/device.h"
+#include "core/background_tasks.h"
 #include "core/block_store.h"
 #include "core/cache_config.h"
 #include "core/group_layout.h"
@@ -222,36 +236,41 @@ class StoreChain {
   // pools): put it into the stores if it qualifies and write-through did not
   // already. Never throws. A primary node of device pools is deferred: its
   // key, tokens and priority are kept and its blocks are copied out with
-  // the batch's others (one copy per group, one device synchronize per
-  // offer_chunk_ offers: up to 1,024 within 32 MiB) by flush_offers(), at
-  // once outside an OfferBatch.
+  // the batch's others (one copy per group per offer_chunk_ offers: up to
+  // 1,024 within 8 MiB) by flush_offers(), at once outside an OfferBatch;
+  // the offer worker seals and puts them.
   void offer(uint32_t node);
   // The host tier enqueued copies that write host blocks: a host node's
   // offer waits for the device again before it reads its blocks. Within an
   // OfferBatch one wait serves every host node offered until then (the host
   // tier's victims of a call: one device synchronize, not one each).
   void host_blocks_written() { host_settled_ = false; }
-  // Copies out, seals and puts the offers deferred so far. Called before
-  // anything writes into pool blocks (copy_in, Residency::copy_set's
-  // callers, the host tier's onboard) and when the batch ends: the blocks
-  // of a deferred offer are free, but nothing writes them before this.
-  // Never throws (a failed copy drops the batch's blocks, counted).
+  // Enqueues the copies out of the offers deferred so far on the batch's
+  // stream and hands them to the offer worker (which seals and puts them
+  // once the copies are done). Called before anything writes into pool
+  // blocks (copy_in, Residency::copy_set's callers, the host tier's
+  // onboard) and when the batch ends: the blocks of a deferred offer are
+  // free, but nothing is enqueued to write them before this. Never throws
+  // (a failed copy drops the batch's blocks, counted).
   void flush_offers() noexcept {
-    if (!pending_offers_.empty()) flush_offers_slow();
+    if (pending_ > 0) flush_offers_slow();
   }
   // The scope of one serving call that may evict many blocks (an add, an
-  // extend, a batch of extends): offers are deferred within it and flushed
-  // when it ends, before the call returns and the caller's kernels may
-  // write into the evicted blocks. Nests (the outermost scope flushes).
+  // extend, a batch of extends), whose copies go on `stream`: offers are
+  // deferred within it and their copies enqueued on that stream when it
+  // ends, before the call returns and the caller's kernels on the stream
+  // may write into the evicted blocks. Nests (the outermost scope flushes;
+  // its stream is the batch's).
   class OfferBatch {
    public:
-    explicit OfferBatch(StoreChain* chain) : chain_(chain) {
-      if (chain_ != nullptr) ++chain_->batch_depth_;
+    OfferBatch(StoreChain* chain, void* stream) : chain_(chain) {
+      if (chain_ != nullptr && chain_->batch_depth_++ == 0) chain_->batch_stream_ = stream;
     }
     ~OfferBatch() {
       if (chain_ == nullptr || --chain_->batch_depth_ != 0) return;
       chain_->flush_offers();
       chain_->host_settled_ = false;
+      chain_->batch_stream_ = nullptr;
     }
     OfferBatch(const OfferBatch&) = delete;
     OfferBatch& operator=(const OfferBatch&) = delete;
@@ -281,8 +300,8 @@ class StoreChain {
   void requeue_deferred_if_any() {
     if (!deferred_.empty()) drain();
   }
-  // Waits for every queued write and drains (a reset, a resize, a flush,
-  // tests).
+  // Waits for every queued write and every offer slot's task (their copies
+  // read pool blocks) and drains (a reset, a resize, a flush, tests).
   void settle();
   // `node` is about to leave the primary tree (evicted, or moved to the
   // host tier): its blocks may be freed and reused once this returns. Waits
@@ -367,7 +386,15 @@ class StoreChain {
   // Tests: deferred offers are copied out at most n at a time (before the
   // first one: their staging is allocated then).
   void set_offer_chunk(uint64_t n) {
-    if (offer_staging_.empty() && n > 0) offer_chunk_ = n;
+    if (slots_.empty() && n > 0) offer_chunk_ = n;
+  }
+  // Tests: offers dropped because every slot was out (the worker behind).
+  uint64_t busy_drops() const { return busy_drops_; }
+  // Tests: the offer worker (started here if no offer started it), to hold
+  // it with a task of the test's own.
+  BackgroundTasks& offer_worker() {
+    if (!offer_tasks_) offer_tasks_ = open_background_tasks();
+    return *offer_tasks_;
   }
   // Tests: false makes a CPU cache move bytes through the staging blocks as
   // a device cache does.
@@ -440,6 +467,14 @@ class StoreChain {
   void put_offer(const StoreKey& key, const int32_t* tokens, uint32_t priority, uint8_t held);
   void defer_offer(uint32_t node, const StoreKey& key, uint32_t priority, uint8_t held);
   void flush_offers_slow() noexcept;
+  // The slot deferred offers fill now, ready for them (its staging, its
+  // task done); false when its task is not done (every slot is out) or its
+  // pinned memory cannot be had.
+  bool claim_slot() noexcept;
+  // The worker's task for slot i: waits for its copies, seals and puts.
+  void put_slot(size_t i) noexcept;
+  // Waits for every posted slot's task (flush, settle, destroy).
+  void finish_offers() noexcept;
   void release_staging() noexcept;
   void sync_events_slow();
   void leave_slow(uint32_t node);
@@ -458,8 +493,11 @@ class StoreChain {
   std::vector<uint64_t> group_bytes_;   // per group: block bytes
   std::vector<std::unique_ptr<BlockStore>> stores_;
   std::vector<uint64_t> onboarded_;     // per store
-  std::vector<uint64_t> offered_;       // per store (eviction offloads)
-  uint64_t dropped_ = 0;                // blocks dropped before any store: a failed device copy
+  // Per store: puts it accepted of eviction offloads (the serving thread's
+  // and the offer worker's).
+  std::unique_ptr<std::atomic<uint64_t>[]> offered_;
+  // Blocks dropped before any store: a failed device copy, no staging.
+  std::atomic<uint64_t> dropped_{0};
   Eviction* eviction_ = nullptr;
   std::unique_ptr<RecordWriter> writer_;  // write-through (host-addressable pools)
   bool write_through_ = true;
@@ -514,21 +552,42 @@ class StoreChain {
   unsigned char* staging_ = nullptr;
   unsigned char* offer_record_ = nullptr;
   std::vector<unsigned char*> group_staging_;
-  // Deferred offers (OfferBatch): up to offer_chunk_ of them, their blocks
-  // copied into offer_staging_[g] at index i (offer_copies_[g]) by
-  // flush_offers(); the staging is allocated at the first one.
+  // Deferred offers (OfferBatch) fill slot fill_, up to offer_chunk_ of
+  // them (pending_). flush_offers() enqueues their blocks' copies into the
+  // slot's pinned staging (offer_copies_[g]: block -> index) on the
+  // batch's stream, records the slot's fence and posts the slot to
+  // offer_tasks_, whose task (put_slot, on the store layer's thread) waits
+  // for the fence, seals each record and puts it: the serving call waits
+  // for neither the device nor the sealing. The slots are used in turn; a
+  // slot is filled again once its task is done: while every slot is out
+  // (the worker behind), offers are dropped and counted, as a store's full
+  // queue drops a put (busy_drops_). A slot's staging and
+  // fence are made at its first use.
+  static constexpr size_t kOfferSlots = 4;
   uint64_t offer_chunk_ = 0;
   struct PendingOffer {
     StoreKey key;
     uint32_t priority = 0;
     uint8_t held = 0;  // the stores not to put it into (StoreKeys::held_by)
   };
+  struct OfferSlot {
+    std::vector<unsigned char*> staging;  // per group: offer_chunk_ blocks, pinned
+    void* fence = nullptr;
+    std::vector<PendingOffer> offers;     // the worker's while the task is out
+    std::vector<int32_t> tokens;          // T_ per offer
+    uint64_t task = 0;                    // its task's number while out (0: none)
+  };
+  std::vector<OfferSlot> slots_;  // kOfferSlots once an offer was deferred
+  size_t fill_ = 0;
+  size_t pending_ = 0;            // offers in slot fill_ not flushed yet
+  uint64_t posted_ = 0;           // the last slot task posted
+  uint64_t busy_drops_ = 0;      // offers dropped: every slot out
+  std::vector<std::vector<TierCopy>> offer_copies_;  // per group
+  std::unique_ptr<BackgroundTasks> offer_tasks_;
+  std::unique_ptr<unsigned char[]> task_record_;     // the worker's (put_buffer swaps it)
   uint32_t batch_depth_ = 0;
+  void* batch_stream_ = nullptr;  // the outermost OfferBatch's
   bool host_settled_ = false;  // host_blocks_written()
-  std::vector<PendingOffer> pending_offers_;
-  std::vector<int32_t> pending_tokens_;  // T_ per pending offer
-  std::vector<unsigned char*> offer_staging_;         // per group: offer_chunk_ blocks, pinned
-  std::vector<std::vector<TierCopy>> offer_copies_;   // per group
   std::vector<TierCopy> copies_;
 
   // The lookup in progress (stage() to onboard()).

@@ -1,7 +1,8 @@
 // StoreChain's offload at eviction (store_chain.h, "Offload at eviction"):
 // a node leaving the tree is sealed into a record and put into the stores
-// it was not loaded from; within an OfferBatch a device pool's blocks are
-// deferred and copied out together (defer_offer, flush_offers). The
+// it was not loaded from; a device pool's blocks are deferred, copied out
+// together into a slot's staging (defer_offer, flush_offers) and sealed
+// and put by the offer worker (put_slot). The
 // write-through at commit and the drain are in store_chain.cpp, the lookup
 // and onboard in store_chain_onboard.cpp.
 #include "core/store_chain.h"
@@ -51,67 +52,151 @@ void StoreChain::put_offer(const StoreKey& key, const int32_t* tokens, uint32_t 
   rk.tokens = tokens;
   seal_record(layout_, rk, priority, offer_record_);
   for (size_t s = 0; s < stores_.size(); ++s)
-    if ((held >> s & 1) == 0 && stores_[s]->put(key.hash, priority, offer_record_)) ++offered_[s];
+    if ((held >> s & 1) == 0 && stores_[s]->put(key.hash, priority, offer_record_))
+      offered_[s].fetch_add(1, std::memory_order_relaxed);
+}
+
+bool StoreChain::claim_slot() noexcept {
+  OfferSlot& slot = slots_[fill_];
+  if (slot.task != 0) {  // out: filled again once its task is done
+    if (offer_tasks_->done() < slot.task) {
+      ++busy_drops_;  // every slot out: the worker is behind; never waited for
+      return false;
+    }
+    slot.task = 0;
+  }
+  if (!slot.staging.empty()) return true;
+  const uint32_t G = layout_groups_.num_groups();
+  try {  // its first use: pinned staging and a fence
+    for (uint32_t g = 0; g < G; ++g)
+      slot.staging.push_back(
+          static_cast<unsigned char*>(device_.allocate_host(offer_chunk_ * group_bytes_[g])));
+    slot.fence = device_.create_fence();
+    slot.offers.reserve(offer_chunk_);  // offer() allocates nothing more
+    slot.tokens.reserve(offer_chunk_ * T_);
+  } catch (...) {
+    for (unsigned char* p : slot.staging) device_.deallocate_host(p);
+    slot.staging.clear();
+    return false;
+  }
+  return true;
 }
 
 void StoreChain::defer_offer(uint32_t node, const StoreKey& key, uint32_t priority,
                              uint8_t held) {
   const RadixTree& tree = index_.tree();
   const uint32_t G = layout_groups_.num_groups();
-  if (offer_staging_.empty()) {  // the first deferred offer: its staging
+  if (slots_.empty()) {  // the first deferred offer
     try {
-      for (uint32_t g = 0; g < G; ++g)
-        offer_staging_.push_back(
-            static_cast<unsigned char*>(device_.allocate_host(offer_chunk_ * group_bytes_[g])));
+      slots_.resize(kOfferSlots);
+      offer_copies_.resize(G);
+      for (auto& c : offer_copies_) c.reserve(offer_chunk_);
+      if (!offer_tasks_) offer_tasks_ = open_background_tasks();
+      task_record_.reset(new unsigned char[layout_.record_bytes()]);
     } catch (...) {
-      for (unsigned char* p : offer_staging_) device_.deallocate_host(p);
-      offer_staging_.clear();
-      ++dropped_;  // no pinned memory for it: dropped, counted, as a failed copy
+      slots_.clear();
+      offer_tasks_.reset();
+      ++dropped_;  // no memory or thread for it: dropped, counted, as a failed copy
       return;
     }
-    offer_copies_.resize(G);
-    for (auto& c : offer_copies_) c.reserve(offer_chunk_);  // offer() allocates nothing more
-    pending_offers_.reserve(offer_chunk_);
-    pending_tokens_.reserve(offer_chunk_ * T_);
   }
-  if (pending_offers_.size() == offer_chunk_) flush_offers_slow();
-  const uint32_t i = uint32_t(pending_offers_.size());
-  pending_offers_.push_back(PendingOffer{key, priority, held});
+  if (pending_ == 0 && !claim_slot()) {
+    ++dropped_;  // no free slot or no pinned memory for it: dropped, counted
+    return;
+  }
+  OfferSlot& slot = slots_[fill_];
+  const uint32_t i = uint32_t(pending_++);
+  slot.offers.push_back(PendingOffer{key, priority, held});
   const int32_t* tokens = tree.tokens(node);
-  pending_tokens_.insert(pending_tokens_.end(), tokens, tokens + T_);
+  slot.tokens.insert(slot.tokens.end(), tokens, tokens + T_);
   for (uint32_t g = 0; g < G; ++g) offer_copies_[g].push_back(TierCopy{tree.block(node, g), i});
+  if (pending_ == offer_chunk_) flush_offers_slow();
 }
 
 void StoreChain::flush_offers_slow() noexcept {
   const uint32_t G = layout_groups_.num_groups();
-  const size_t n = pending_offers_.size();
+  OfferSlot& slot = slots_[fill_];
+  const size_t n = pending_;
+  pending_ = 0;
+  // The copies go on the call's stream, after every earlier tier copy (an
+  // onboard into one of these blocks on another stream), so that the
+  // call's and its caller's later work on that stream, which may write into
+  // the blocks, comes after them. Outside a call's batch the blocks may be
+  // reused on any stream: the copies are waited for here.
   bool copied = true;
   try {
+    device_.order_after_tier_copies(batch_stream_);
     for (uint32_t g = 0; g < G; ++g) {
       const uint32_t p = layout_groups_.group_pool[g];
-      device_.copy_tier(TierDirection::kOffload, memory_[p]->base(), offer_staging_[g],
-                        group_bytes_[g], offer_copies_[g].data(), n, nullptr);
+      device_.copy_tier(TierDirection::kOffload, memory_[p]->base(), slot.staging[g],
+                        group_bytes_[g], offer_copies_[g].data(), n, batch_stream_);
     }
-    device_.synchronize(nullptr);
+    device_.record_fence(slot.fence, batch_stream_);
+    if (batch_depth_ == 0) copied = device_.wait_fence(slot.fence);
   } catch (...) {
-    copied = false;  // the blocks are dropped, counted
-    dropped_ += n;
+    copied = false;
   }
-  for (size_t i = 0; i < n && copied; ++i) {
-    unsigned char* payload = offer_record_ + layout_.header_bytes();
-    for (uint32_t g = 0; g < G; ++g)
-      std::memcpy(payload + group_offset_[g], offer_staging_[g] + i * group_bytes_[g],
-                  group_bytes_[g]);
-    const PendingOffer& o = pending_offers_[i];
-    try {
-      put_offer(o.key, pending_tokens_.data() + i * T_, o.priority, o.held);
-    } catch (...) {
-      ++dropped_;  // a store out of memory: dropped, counted
+  for (auto& c : offer_copies_) c.clear();
+  if (!copied) {  // the blocks are dropped, counted
+    dropped_ += n;
+    slot.offers.clear();
+    slot.tokens.clear();
+    return;
+  }
+  const size_t at = fill_;
+  try {
+    slot.task = offer_tasks_->post([this, at] { put_slot(at); });
+  } catch (...) {  // no memory to queue it: the blocks are dropped, counted
+    dropped_ += n;
+    slot.offers.clear();
+    slot.tokens.clear();
+    return;
+  }
+  posted_ = slot.task;
+  fill_ = (fill_ + 1) % kOfferSlots;
+}
+
+void StoreChain::put_slot(size_t at) noexcept {
+  // The worker's thread: the slot is its own until the task is done (the
+  // serving thread neither fills nor frees it before done() says so).
+  OfferSlot& slot = slots_[at];
+  const size_t n = slot.offers.size();
+  if (!device_.wait_fence(slot.fence)) {
+    dropped_ += n;  // a device that failed: the copies' bytes are undefined
+  } else {
+    const uint32_t G = layout_groups_.num_groups();
+    for (size_t i = 0; i < n; ++i) {
+      unsigned char* payload = task_record_.get() + layout_.header_bytes();
+      for (uint32_t g = 0; g < G; ++g)
+        std::memcpy(payload + group_offset_[g], slot.staging[g] + i * group_bytes_[g],
+                    group_bytes_[g]);
+      const PendingOffer& o = slot.offers[i];
+      RecordKey rk;
+      rk.lookup_hash = o.key.hash;
+      rk.digest = o.key.digest;
+      rk.tokens = slot.tokens.data() + i * T_;
+      seal_record(layout_, rk, o.priority, task_record_.get());
+      // The first store (the disk, where there is one) takes the buffer and
+      // hands another back (put_buffer); the later ones copy it, so they go
+      // first.
+      for (size_t s = stores_.size(); s-- > 0;) {
+        if (o.held >> s & 1) continue;
+        try {
+          const bool took = s == 0 ? stores_[s]->put_buffer(o.key.hash, o.priority, task_record_)
+                                   : stores_[s]->put(o.key.hash, o.priority, task_record_.get());
+          if (took) offered_[s].fetch_add(1, std::memory_order_relaxed);
+        } catch (...) {
+          ++dropped_;  // a store out of memory: dropped, counted
+        }
+      }
     }
   }
-  pending_offers_.clear();
-  pending_tokens_.clear();
-  for (auto& c : offer_copies_) c.clear();
+  slot.offers.clear();
+  slot.tokens.clear();
+}
+
+void StoreChain::finish_offers() noexcept {
+  if (offer_tasks_ && posted_ > 0) offer_tasks_->wait_done(posted_);
 }
 
 void StoreChain::copy_out(uint32_t node, bool primary, unsigned char* payload) {

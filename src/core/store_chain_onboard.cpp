@@ -92,6 +92,9 @@ bool StoreChain::copy_in(uint64_t count, uint64_t position,
   flush_offers();  // the fresh blocks may be ones a deferred offer reads
   const size_t header = layout_.header_bytes();
   try {
+    // After every earlier tier copy on another stream: an offer's copy out
+    // of these blocks (an earlier call's) reads them until it is done.
+    if (!direct_) device_.order_after_tier_copies(stream);
     for (uint32_t g = 0; g < layout_groups_.num_groups(); ++g) {
       const uint32_t p = layout_groups_.group_pool[g];
       const uint64_t bytes = group_bytes_[g];

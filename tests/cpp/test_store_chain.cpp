@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <future>
 #include <memory>
 #include <random>
 #include <vector>
@@ -146,6 +147,50 @@ TEST_F(StoreChainTest, ABlockLoadedFromTheDiskIsNotWrittenBackWhenEvicted) {
   EXPECT_EQ(d.offered_blocks, 8u);
   EXPECT_EQ(d.io.stores, 8u);
   EXPECT_EQ(d.onboarded_blocks, 9u);
+}
+
+// A device cache's offers are sealed and put by the offer worker after the
+// call returns (StoreChain::put_slot): with the worker held, the add that
+// evicted them has put nothing. Once it runs, the records hold the bytes
+// the blocks had when they were evicted (the call copied them into a
+// slot's staging), although the same add's sequence wrote into those
+// blocks since.
+TEST_F(StoreChainTest, OffersAreSealedAndPutAfterTheCallReturns) {
+  make(store_config(dir_.path(), 4));
+  chain().set_direct_access(false);  // through copy_tier, as on a device
+  const auto a = seq(100, 13);  // 3 full blocks + 1 token
+  const auto b = seq(500, 16);  // 4 blocks: a's 3 and a free one
+  cache_prompt(1, a);
+  std::promise<void> go;
+  std::shared_future<void> held = go.get_future().share();
+  chain().offer_worker().post([held] { held.wait(); });
+  cache_prompt(2, b);  // a's 3 nodes offered; b's KV written into their blocks
+  EXPECT_EQ(chain().reports().at(0).offered_blocks, 0u);
+  EXPECT_EQ(chain().reports().at(0).io.stores, 0u);
+  go.set_value();
+  EXPECT_EQ(disk().offered_blocks, 3u);
+  EXPECT_EQ(cache_prompt(3, a), 12u);  // a's 3 from the disk, bit for bit
+  EXPECT_EQ(disk().onboarded_blocks, 3u);
+}
+
+// While every staging slot is out (the worker behind), a call drops its
+// further offers and counts them; it never waits for the worker (a wait
+// here would never end: the worker is held until after the call).
+TEST_F(StoreChainTest, OffersPastTheSlotsInFlightAreDroppedNotWaitedFor) {
+  make(store_config(dir_.path(), 8));
+  chain().set_direct_access(false);  // through copy_tier, as on a device
+  chain().set_offer_chunk(1);        // one offer a slot
+  cache_prompt(1, seq(100, 24));     // 6 cached blocks
+  std::promise<void> go;
+  std::shared_future<void> held = go.get_future().share();
+  chain().offer_worker().post([held] { held.wait(); });
+  cache_prompt(2, seq(500, 32));  // evicts the 6: 4 slots out, 2 dropped
+  EXPECT_EQ(chain().busy_drops(), 2u);
+  go.set_value();
+  const StoreTierReport d = disk();
+  EXPECT_EQ(d.offered_blocks, 4u);
+  EXPECT_EQ(d.io.stores, 4u);
+  EXPECT_EQ(d.io.drops, 2u);
 }
 
 // A device cache defers an add's offers and copies them out in one batch
@@ -523,6 +568,7 @@ TEST(StoreChainFaults, AFailedOnboardCopyIsAMiss) {
   // second copy fails.
   faults.fail_copy(2);
   EXPECT_EQ(cache_prompt(3, a), 0u);
+  m.stores()->flush();  // the offers' seals and puts are the offer worker's
   StoreTierReport d = m.stores()->reports().at(0);
   EXPECT_EQ(d.onboarded_blocks, 0u);
   EXPECT_EQ(d.offered_blocks, 4u + 5u);

@@ -175,6 +175,43 @@ TEST_P(DiskTierGpu, AnAddsOffersAreCopiedOutBeforeItsLoadsOverwriteThem) {
   m().check_invariants();
 }
 
+// An add's offers are copied out on its stream and sealed by the offer
+// worker after the call returns (StoreChain::put_slot): the caller's
+// kernels that overwrite the evicted blocks right after the add, on the
+// same stream, come after the copies, so the records hold the old bytes.
+TEST_P(DiskTierGpu, OffersInFlightKeepTheBytesTheCallersNextKernelsOverwrite) {
+  const uint32_t T = config_.tokens_per_block;
+  std::vector<int32_t> r(4 * T), u(4 * T), q(8 * T);
+  std::iota(r.begin(), r.end(), 64000);
+  std::iota(u.begin(), u.end(), 65000);
+  std::iota(q.begin(), q.end(), 66000);
+  cache_written(1, r);
+  cache_written(2, u);  // 8 cached blocks with their pattern
+  m().add(3, q.data(), q.size(), {}, stream_);  // evicts all 8: offers out
+  for (uint32_t blk : m().sequence(3).blocks[0])  // no wait in between
+    CUDA_OK_(cudaMemsetAsync(cache_->pool(0).block(blk), 0x5A, bytes(), stream_));
+  m().remove(3);
+  m().stores()->flush();
+  EXPECT_EQ(m().stores()->reports().at(0).offered_blocks, 8u);
+  // r's first 3 blocks load from the disk onto another stream.
+  cudaStream_t other = nullptr;
+  CUDA_OK_(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
+  EXPECT_EQ(m().add(4, r.data(), r.size(), {}, other), 3u * T);
+  const Sequence& s = m().sequence(4);
+  std::vector<uint8_t> got(bytes());
+  for (uint64_t b = 0; b < 3; ++b) {
+    CUDA_OK_(cudaMemcpyAsync(got.data(), cache_->pool(0).block(s.blocks[0][b]), bytes(),
+                             cudaMemcpyDeviceToHost, other));
+    CUDA_OK_(cudaStreamSynchronize(other));
+    EXPECT_EQ(std::memcmp(got.data(), expected(r[b * T], b).data(), bytes()), 0)
+        << "r's block " << b;
+  }
+  EXPECT_EQ(cache_->device().async_error(other).status, KVC_OK);
+  m().remove(4);
+  m().check_invariants();
+  CUDA_OK_(cudaStreamDestroy(other));
+}
+
 // Primary -> host -> disk on the device: p is pushed to the host tier, then
 // out of it to the disk (host nodes offered with one device wait for a
 // call's victims, StoreChain::host_blocks_written); it loads back from the
