@@ -285,16 +285,20 @@ void print_json(std::FILE *out, const Workload &workload, const std::vector<RunR
                  ", \"peak_blocks_in_use\": %" PRIu64 ", \"preemptions\": %" PRIu64
                  ", \"steps\": %" PRIu64 ", \"prefill_chunks\": %" PRIu64
                  ", \"disk_blocks_written\": %s"
-                 ", \"disk_blocks_loaded\": %s, \"remote_blocks_written\": %s"
-                 ", \"remote_blocks_loaded\": %s,\n   ",
+                 ", \"disk_blocks_loaded\": %s, \"disk_blocks_dropped\": %s"
+                 ", \"remote_blocks_written\": %s, \"remote_blocks_loaded\": %s"
+                 ", \"remote_blocks_dropped\": %s,\n   ",
                  r.counters.reused, r.counters.evicted,
                  r.counters.has_tiers ? std::to_string(r.counters.offloaded).c_str() : "null",
                  r.counters.has_tiers ? std::to_string(r.counters.onboarded).c_str() : "null", r.peak_in_use, r.preemptions, r.steps,
                  r.prefill_chunks,
                  r.counters.has_disk ? std::to_string(r.counters.disk_offered).c_str() : "null",
                  r.counters.has_disk ? std::to_string(r.counters.disk_onboarded).c_str() : "null",
+                 r.counters.has_disk ? std::to_string(r.counters.disk_dropped).c_str() : "null",
                  r.counters.has_remote ? std::to_string(r.counters.remote_offered).c_str() : "null",
                  r.counters.has_remote ? std::to_string(r.counters.remote_onboarded).c_str()
+                                       : "null",
+                 r.counters.has_remote ? std::to_string(r.counters.remote_dropped).c_str()
                                        : "null");
     const Spread &w = r.bookkeeping_wall, &u = r.bookkeeping_cpu;
     std::fprintf(out,

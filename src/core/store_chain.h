@@ -135,10 +135,13 @@
 //    a copy and a synchronize per block cost a GPU cache's add several
 //    milliseconds, and sealing a 2 MiB record on the call is a copy and a
 //    checksum of it (bench/results/2026-11-29-gpu-offers-h200.md). The
-//    kOfferSlots slots are filled in turn; while all are out (the worker is
-//    behind) an offer is dropped and counted, never waited for, as a
-//    store's full queue drops a put. Outside a batch the copies are waited
-//    for at once. A device copy that
+//    kOfferSlots slots are filled in turn; when all are out (the worker is
+//    behind: a call that evicts more than they hold) the call waits for the
+//    oldest, CPU work and device copies, never the stores' I/O. Dropping
+//    instead was tried: an 8B model's add that evicts hundreds of 2 MiB
+//    blocks then dropped 96% of them (bench/results/
+//    2026-11-30-gpu-offer-worker-h200.md). Outside a batch the copies are
+//    waited for at once. A device copy that
 //    fails drops the block, counted in the tier's drops.
 //    put() never waits on I/O; a full queue drops it, counted by the store.
 //    A node with an evicted windowed slot or a partial block is not stored.
@@ -388,8 +391,9 @@ class StoreChain {
   void set_offer_chunk(uint64_t n) {
     if (slots_.empty() && n > 0) offer_chunk_ = n;
   }
-  // Tests: offers dropped because every slot was out (the worker behind).
-  uint64_t busy_drops() const { return busy_drops_; }
+  // Tests: how many times a batch of offers waited for a slot's task
+  // (every slot out: the worker behind).
+  uint64_t offer_waits() const { return offer_waits_; }
   // Tests: the offer worker (started here if no offer started it), to hold
   // it with a task of the test's own.
   BackgroundTasks& offer_worker() {
@@ -468,8 +472,8 @@ class StoreChain {
   void defer_offer(uint32_t node, const StoreKey& key, uint32_t priority, uint8_t held);
   void flush_offers_slow() noexcept;
   // The slot deferred offers fill now, ready for them (its staging, its
-  // task done); false when its task is not done (every slot is out) or its
-  // pinned memory cannot be had.
+  // task done: waited for when every slot is out); false when its pinned
+  // memory cannot be had.
   bool claim_slot() noexcept;
   // The worker's task for slot i: waits for its copies, seals and puts.
   void put_slot(size_t i) noexcept;
@@ -559,9 +563,9 @@ class StoreChain {
   // offer_tasks_, whose task (put_slot, on the store layer's thread) waits
   // for the fence, seals each record and puts it: the serving call waits
   // for neither the device nor the sealing. The slots are used in turn; a
-  // slot is filled again once its task is done: while every slot is out
-  // (the worker behind), offers are dropped and counted, as a store's full
-  // queue drops a put (busy_drops_). A slot's staging and
+  // slot is filled again once its task is done: when every slot is out
+  // (the worker behind) the call waits for the oldest (offer_waits_). A
+  // slot's staging and
   // fence are made at its first use.
   static constexpr size_t kOfferSlots = 4;
   uint64_t offer_chunk_ = 0;
@@ -581,7 +585,7 @@ class StoreChain {
   size_t fill_ = 0;
   size_t pending_ = 0;            // offers in slot fill_ not flushed yet
   uint64_t posted_ = 0;           // the last slot task posted
-  uint64_t busy_drops_ = 0;      // offers dropped: every slot out
+  uint64_t offer_waits_ = 0;
   std::vector<std::vector<TierCopy>> offer_copies_;  // per group
   std::unique_ptr<BackgroundTasks> offer_tasks_;
   std::unique_ptr<unsigned char[]> task_record_;     // the worker's (put_buffer swaps it)

@@ -60,8 +60,10 @@ bool StoreChain::claim_slot() noexcept {
   OfferSlot& slot = slots_[fill_];
   if (slot.task != 0) {  // out: filled again once its task is done
     if (offer_tasks_->done() < slot.task) {
-      ++busy_drops_;  // every slot out: the worker is behind; never waited for
-      return false;
+      // Every slot out (the worker behind): wait for the oldest, CPU work
+      // and device copies, never the stores' I/O (a put never waits on it).
+      ++offer_waits_;
+      offer_tasks_->wait_done(slot.task);
     }
     slot.task = 0;
   }
@@ -101,7 +103,7 @@ void StoreChain::defer_offer(uint32_t node, const StoreKey& key, uint32_t priori
     }
   }
   if (pending_ == 0 && !claim_slot()) {
-    ++dropped_;  // no free slot or no pinned memory for it: dropped, counted
+    ++dropped_;  // no pinned memory for it: dropped, counted, as a failed copy
     return;
   }
   OfferSlot& slot = slots_[fill_];

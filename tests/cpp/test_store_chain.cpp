@@ -173,24 +173,20 @@ TEST_F(StoreChainTest, OffersAreSealedAndPutAfterTheCallReturns) {
   EXPECT_EQ(disk().onboarded_blocks, 3u);
 }
 
-// While every staging slot is out (the worker behind), a call drops its
-// further offers and counts them; it never waits for the worker (a wait
-// here would never end: the worker is held until after the call).
-TEST_F(StoreChainTest, OffersPastTheSlotsInFlightAreDroppedNotWaitedFor) {
+// A call whose offers fill every staging slot waits for the oldest slot's
+// task and goes on: every offer reaches the disk (none dropped).
+TEST_F(StoreChainTest, OffersPastTheSlotsInFlightWaitForTheOldest) {
   make(store_config(dir_.path(), 8));
   chain().set_direct_access(false);  // through copy_tier, as on a device
   chain().set_offer_chunk(1);        // one offer a slot
-  cache_prompt(1, seq(100, 24));     // 6 cached blocks
-  std::promise<void> go;
-  std::shared_future<void> held = go.get_future().share();
-  chain().offer_worker().post([held] { held.wait(); });
-  cache_prompt(2, seq(500, 32));  // evicts the 6: 4 slots out, 2 dropped
-  EXPECT_EQ(chain().busy_drops(), 2u);
-  go.set_value();
+  const auto a = seq(100, 24);       // 6 cached blocks
+  cache_prompt(1, a);
+  cache_prompt(2, seq(500, 32));  // evicts the 6: 4 slots out, then waits
   const StoreTierReport d = disk();
-  EXPECT_EQ(d.offered_blocks, 4u);
-  EXPECT_EQ(d.io.stores, 4u);
-  EXPECT_EQ(d.io.drops, 2u);
+  EXPECT_EQ(d.offered_blocks, 6u);
+  EXPECT_EQ(d.io.stores, 6u);
+  EXPECT_EQ(d.io.drops, 0u);
+  EXPECT_EQ(cache_prompt(3, a), 20u);  // a's 5 from the disk, bit for bit
 }
 
 // A device cache defers an add's offers and copies them out in one batch
