@@ -140,7 +140,7 @@
 //    oldest, CPU work and device copies, never the stores' I/O. Dropping
 //    instead was tried: an 8B model's add that evicts hundreds of 2 MiB
 //    blocks then dropped 96% of them (bench/results/
-//    2026-11-30-gpu-offer-worker-h200.md). Outside a batch the copies are
+//    2026-11-29-gpu-offer-worker-h200.md). Outside a batch the copies are
 //    waited for at once. A device copy that
 //    fails drops the block, counted in the tier's drops.
 //    put() never waits on I/O; a full queue drops it, counted by the store.

@@ -42,6 +42,13 @@ void disk_pause_writer(kvc_cache_t* cache, bool paused) {
   if (kvc::StoreChain* s = chain(cache)) s->pause_writer(paused);
 }
 
+void disk_offload_at_eviction(kvc_cache_t* cache) {
+  if (kvc::StoreChain* s = chain(cache)) {
+    s->set_write_through(false);
+    s->set_direct_access(false);
+  }
+}
+
 // After each call: whether write jobs hold blocks now feeds the fuzzer per
 // mode and operation (an input whose later calls meet write-held blocks is
 // kept), and in disk mode 2 the writer is paused again (a settle resumes

@@ -14,7 +14,10 @@
 // call may meet blocks held by jobs that are done or still pending; 2 also
 // pauses the writer after every call, so that every job a commit queues is
 // still pending at the next call (the chain resumes the writer whenever it
-// settles: an add or extend short of blocks, a reset, a resize, a flush).
+// settles: an add or extend short of blocks, a reset, a resize, a flush); 3
+// takes a device cache's path instead of write-through: offload at
+// eviction, copied out through staging slots and sealed by the offer
+// worker, whose slots may still be out at the next call.
 // What the model checks does not depend on the mode: a disk hit is checked
 // bit for bit as any reuse, an add may find more than the probe only in
 // whole blocks, a refused call may only give write-held blocks back (in use
@@ -47,6 +50,10 @@ DiskCounters disk_counters(kvc_cache_t* cache);
 // store chain).
 bool disk_writes_pending(kvc_cache_t* cache);
 void disk_pause_writer(kvc_cache_t* cache, bool paused);
+// Disk mode 3: the cache offloads at eviction through pinned staging and
+// the offer worker, as a device cache does (StoreChain::set_write_through
+// and set_direct_access off).
+void disk_offload_at_eviction(kvc_cache_t* cache);
 #endif
 
 }  // namespace kvc_fuzz

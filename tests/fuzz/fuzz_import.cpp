@@ -77,6 +77,7 @@ CacheModel& Program::receiver() {
 #if KVC_FUZZ_DISK
   m.twin->disk_mode = m.disk_mode;
   if (m.disk_mode == 2) disk_pause_writer(m.twin->cache, true);
+  if (m.disk_mode == 3) disk_offload_at_eviction(m.twin->cache);
 #endif
   return *m.twin;
 }

@@ -253,11 +253,13 @@ void report() {
                (unsigned long long)d.onboarded_blocks, (unsigned long long)d.rejected);
   std::fprintf(stderr,
                "kvcache_fuzz disk writer: inputs by mode %llu flushed before adds, %llu not, "
-               "%llu not and paused; %llu calls left write jobs holding blocks; %llu refused "
-               "calls gave write-held blocks back; %llu flush operations, %llu drains\n",
+               "%llu not and paused, %llu offload at eviction; %llu calls left write jobs "
+               "holding blocks; %llu refused calls gave write-held blocks back; %llu flush "
+               "operations, %llu drains\n",
                (unsigned long long)g_count.disk_mode_inputs[0],
                (unsigned long long)g_count.disk_mode_inputs[1],
                (unsigned long long)g_count.disk_mode_inputs[2],
+               (unsigned long long)g_count.disk_mode_inputs[3],
                (unsigned long long)g_count.disk_pending_calls,
                (unsigned long long)g_count.disk_released_on_failure,
                (unsigned long long)g_count.disk_flushes, (unsigned long long)g_count.disk_drains);
@@ -316,17 +318,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 #if KVC_FUZZ_DISK
   // How the program treats the disk writer (fuzz_disk.h): the first byte's
   // bits 1-2 (0: flush before adds, as before; 1: no flush; 2, 3: no flush,
-  // the writer paused between calls). The pause is no C API call: the C
-  // reproducer says it in a comment.
-  const int disk_mode = std::min(2, (head >> 1) & 3);
+  // and then by the input's length, odd: the writer paused between calls
+  // (mode 2), even: a device cache's path, offload at eviction through
+  // staging slots and the offer worker (mode 3); the seeds' first bytes
+  // rarely differ in other bits). The pause and the path are no C API
+  // call: the C reproducer says them in a comment.
+  const int disk_mode = ((head >> 1) & 3) < 2 ? (head >> 1) & 3 : 2 + int((size & 1) == 0);
   ++g_count.disk_mode_inputs[disk_mode];
   emit_line("/* disk mode %d: %s */", disk_mode,
-            disk_mode == 0 ? "kvc_cache_flush_tiers before every add and resize"
-                           : disk_mode == 1 ? "no flush before adds"
-                                            : "no flush, the writer paused after every call");
+            disk_mode == 0   ? "kvc_cache_flush_tiers before every add and resize"
+            : disk_mode == 1 ? "no flush before adds"
+            : disk_mode == 2 ? "no flush, the writer paused after every call"
+                             : "no flush, offload at eviction as on a device (test hook)");
   for (auto& c : caches) {
     c->disk_mode = disk_mode;
     if (disk_mode == 2) disk_pause_writer(c->cache, true);
+    if (disk_mode == 3) disk_offload_at_eviction(c->cache);
   }
   g_deferred_this_input = false;
 #endif

@@ -44,7 +44,7 @@ struct Counters {
   // The disk configuration (fuzz_disk.h): inputs per disk mode, calls
   // after which write jobs held blocks, refused calls that gave write-held
   // blocks back (in use -> cached), the flush and drain operations.
-  uint64_t disk_mode_inputs[3] = {};
+  uint64_t disk_mode_inputs[4] = {};
   uint64_t disk_pending_calls = 0, disk_released_on_failure = 0, disk_flushes = 0;
   uint64_t disk_drains = 0;  // drain operations (every sequence removed, the tree reset)
   // The store chains' deferred victims and waits for the writer (summed at
