@@ -182,7 +182,6 @@
 #include <vector>
 
 #include "backend/device.h"
-#include "core/background_tasks.h"
 #include "core/block_store.h"
 #include "core/cache_config.h"
 #include "core/group_layout.h"

@@ -1,8 +1,8 @@
-// BackgroundTasks (core/background_tasks.h): one worker thread and a queue
+// BackgroundTasks (core/block_store.h): one worker thread and a queue
 // of tasks under a mutex. A post is a lock, a push and a notify; the
 // worker publishes how many tasks it finished with a release store, and
 // wakes waiters when there are any.
-#include "core/background_tasks.h"
+#include "core/block_store.h"
 
 #include <atomic>
 #include <condition_variable>
