@@ -422,6 +422,12 @@ void CudaDevice::record_fence(void* fence, void* stream) {
 }
 
 bool CudaDevice::wait_fence(void* fence) noexcept {
+  // Called from a store's worker thread: this device made current there
+  // first, so that the runtime does not create device 0's primary context
+  // on that thread (memory on a GPU the cache does not use).
+  int current = -1;
+  if (cudaGetDevice(&current) != cudaSuccess) return false;
+  if (current != ordinal_ && cudaSetDevice(ordinal_) != cudaSuccess) return false;
   return cudaEventSynchronize(static_cast<cudaEvent_t>(fence)) == cudaSuccess;
 }
 

@@ -56,8 +56,8 @@ class CudaDevice final : public Device {
                  void* stream) override;
   void order_after_tier_copies(void* stream) override;
   void synchronize(void* stream) override;
-  // A cudaEvent_t (timing disabled); wait_fence blocks in
-  // cudaEventSynchronize (the event's context is current on any thread).
+  // A cudaEvent_t (timing disabled); wait_fence makes this device current
+  // on the calling thread and blocks in cudaEventSynchronize.
   void* create_fence() override;
   void record_fence(void* fence, void* stream) override;
   bool wait_fence(void* fence) noexcept override;
