@@ -123,6 +123,21 @@ class DiskTierGpu : public ::testing::TestWithParam<Geometry> {
     m().check_invariants();
   }
 
+  // Reads the first n blocks of sequence id back on `stream` and compares
+  // each with prompt t's pattern.
+  void expect_blocks(uint64_t id, const std::vector<int32_t>& t, uint64_t n, cudaStream_t stream) {
+    const uint32_t T = config_.tokens_per_block;
+    const Sequence& s = m().sequence(id);
+    std::vector<uint8_t> got(bytes());
+    for (uint64_t b = 0; b < n; ++b) {
+      CUDA_OK_(cudaMemcpyAsync(got.data(), cache_->pool(0).block(s.blocks[0][b]), bytes(),
+                               cudaMemcpyDeviceToHost, stream));
+      CUDA_OK_(cudaStreamSynchronize(stream));
+      EXPECT_EQ(std::memcmp(got.data(), expected(t[b * T], b).data(), bytes()), 0)
+          << "block " << b << " of sequence " << id;
+    }
+  }
+
   std::string dir_;
   CacheConfig config_;
   std::unique_ptr<Cache> cache_;
@@ -161,15 +176,7 @@ TEST_P(DiskTierGpu, AnAddsOffersAreCopiedOutBeforeItsLoadsOverwriteThem) {
   expect_loaded(3, p);
   m().remove(3);
   EXPECT_EQ(m().add(4, r.data(), r.size(), {}, stream_), 3u * T);  // r's first 3 from the disk
-  const Sequence& s = m().sequence(4);
-  std::vector<uint8_t> got(bytes());
-  for (uint64_t b = 0; b < 3; ++b) {
-    CUDA_OK_(cudaMemcpyAsync(got.data(), cache_->pool(0).block(s.blocks[0][b]), bytes(),
-                             cudaMemcpyDeviceToHost, stream_));
-    CUDA_OK_(cudaStreamSynchronize(stream_));
-    EXPECT_EQ(std::memcmp(got.data(), expected(r[b * T], b).data(), bytes()), 0)
-        << "r's block " << b;
-  }
+  expect_blocks(4, r, 3, stream_);
   EXPECT_EQ(m().stores()->reports().at(0).onboarded_blocks, 4u + 3u);
   EXPECT_EQ(cache_->device().async_error(stream_).status, KVC_OK);
   m().check_invariants();
@@ -197,15 +204,7 @@ TEST_P(DiskTierGpu, OffersInFlightKeepTheBytesTheCallersNextKernelsOverwrite) {
   cudaStream_t other = nullptr;
   CUDA_OK_(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
   EXPECT_EQ(m().add(4, r.data(), r.size(), {}, other), 3u * T);
-  const Sequence& s = m().sequence(4);
-  std::vector<uint8_t> got(bytes());
-  for (uint64_t b = 0; b < 3; ++b) {
-    CUDA_OK_(cudaMemcpyAsync(got.data(), cache_->pool(0).block(s.blocks[0][b]), bytes(),
-                             cudaMemcpyDeviceToHost, other));
-    CUDA_OK_(cudaStreamSynchronize(other));
-    EXPECT_EQ(std::memcmp(got.data(), expected(r[b * T], b).data(), bytes()), 0)
-        << "r's block " << b;
-  }
+  expect_blocks(4, r, 3, other);
   EXPECT_EQ(cache_->device().async_error(other).status, KVC_OK);
   m().remove(4);
   m().check_invariants();
