@@ -38,7 +38,9 @@
 //   every N us, spinning in between, as an engine whose steps take that
 //   long: the record writer then keeps up unless the blocks committed per
 //   second exceed what it writes; default 0, rounds back to back, which
-//   keeps the writer's queue full: an overload, the case of record)
+//   keeps the writer's queue full: an overload, the case of record;
+//   KVC_BENCH_DEVICE=cuda:N: the serving caches on that GPU, whose blocks
+//   go to the disk at eviction instead)
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
@@ -96,6 +98,12 @@ struct Shape {
   kvc_dtype_t dtype;
 };
 
+// KVC_BENCH_DEVICE: "cuda:N", else nullptr (the CPU backend).
+const char* bench_device() {
+  const char* d = std::getenv("KVC_BENCH_DEVICE");
+  return d != nullptr && std::strncmp(d, "cuda:", 5) == 0 ? d : nullptr;
+}
+
 kvc_cache_t* serving_cache(const Shape& m, const std::string& disk) {
   kvc_config_t* c = nullptr;
   CHECK_OK(kvc_config_create(&c));
@@ -105,6 +113,11 @@ kvc_cache_t* serving_cache(const Shape& m, const std::string& disk) {
   CHECK_OK(kvc_config_set_dtype(c, m.dtype));
   CHECK_OK(kvc_config_set_tokens_per_block(c, 16));
   CHECK_OK(kvc_config_set_max_tokens(c, 1024 * 16));  // 1024 blocks
+  // KVC_BENCH_DEVICE=cuda:N: a CUDA cache. Its pools are device memory, so
+  // its blocks go to the disk at eviction (copied out on the call's stream,
+  // sealed and put by the offer worker), not at commit (store_chain.h).
+  if (const char* d = bench_device(); d != nullptr)
+    CHECK_OK(kvc_config_set_device(c, KVC_DEVICE_CUDA, std::atoi(d + 5)));
   if (!disk.empty()) CHECK_OK(kvc_config_set_disk_cache(c, disk.c_str(), uint64_t(1) << 40));
   // Diagnosis (bench/results/2026-11-28-disk-serving-r4-vm-2cpu.md): with
   // KVC_BENCH_OFFLOAD_MIN_PRIORITY=100 the tier is on but writes nothing (the
@@ -274,6 +287,10 @@ void serving(const std::string& base, int reps) {
                 round_period_us());
   else
     std::printf("Rounds: back to back (the record writer's queue stays full: an overload).\n");
+  if (bench_device() != nullptr)
+    std::printf("Device: %s (KVC_BENCH_DEVICE): on, each evicted block is offered to the disk at its\n"
+                "eviction (copied out on the call's stream; sealed and put by the offer worker), not\n"
+                "written at its commit.\n", bench_device());
   std::printf("Threads: %s.\n\n", pin_threads() ? "serving thread pinned to CPU 0, the tier's threads to CPU 1 (KVC_BENCH_PIN=1)"
                                                  : "not pinned (KVC_BENCH_PIN=1 pins them)");
   std::printf("| model (block set) | call | off p50 | on p50 | off p99 [rounds] | on p99 [rounds] | on/off p99 |"

@@ -320,6 +320,12 @@ class RecordWriter {
   virtual uint64_t queued() const = 0;          // jobs not done yet
   // Tests: a paused writer takes no job until resumed (deterministic races).
   virtual void set_paused(bool paused) = 0;
+  // Keys only: the worker makes and stores each job's key and writes no
+  // record; jobs it refuses or cannot key are not drops then (no record was
+  // due). A cache whose blocks are offered at eviction (device pools) has
+  // its commits keyed so, off the serving call: the offer then finds the
+  // key made (store_chain.h). Called while no job is out (after a flush).
+  virtual void set_keys_only(bool keys_only) = 0;
 };
 
 // A writer into `stores` (not owned; they outlive it) for records of

@@ -94,7 +94,11 @@ StoreChain::StoreChain(const CacheConfig& config, const GroupLayout& layout,
   bool strides_match = true;
   for (uint32_t g = 0; g < layout.num_groups(); ++g)
     strides_match = strides_match && memory[layout.group_pool[g]]->block_bytes() == group_bytes_[g];
-  if (host_pools_ && !windowed_ && !stores_.empty() && strides_match) {
+  // Without them (device pools, other strides) the writer makes the
+  // commits' keys only: the blocks are offered at eviction, keyed then
+  // without hashing on the serving call.
+  records_ok_ = host_pools_ && strides_match;
+  if (!windowed_ && !stores_.empty()) {
     std::vector<BlockStore*> raw;
     for (auto& st : stores_) raw.push_back(st.get());
     uint64_t sets = UINT64_MAX;  // block sets: the smallest pool's blocks
@@ -104,6 +108,7 @@ StoreChain::StoreChain(const CacheConfig& config, const GroupLayout& layout,
     keys_.attach_writer(&job_, &finished_);
     writer_ = open_record_writer(layout_, group_bytes_, std::move(raw), jobs,
                                  config.event_hash_seed, keys_.key_table(), keys_.key_table_size());
+    writer_->set_keys_only(!write_through());
     admission_ = WriteAdmission(jobs);
     deferred_flag_.assign(index.tree().id_bound(), 0);
   }
@@ -139,7 +144,8 @@ void StoreChain::committed(const Sequence& s, uint64_t first, uint64_t end,
                            uint64_t chain_begin, uint64_t chain_end) {
   if (writer_ && admit_room() < end - first) drain();
   sync_events();
-  if (!write_through() || muted_ || !direct_ || end <= first) return;
+  // Write-through, or (offers at eviction) the keys only: the same jobs.
+  if (!writer_ || muted_ || end <= first) return;
   const RadixTree& tree = index_.tree();
   const uint32_t G = layout_groups_.num_groups();
   // One run per stretch of consecutive new blocks of one scope and one
@@ -354,17 +360,20 @@ bool StoreChain::wait_deferred() {
 
 void StoreChain::leave_slow(uint32_t node) {
   const uint64_t job = job_[node];
-  job_[node] = 0;            // the key the writer stores for it is no node's (StoreKeys::known)
-  deferred_flag_[node] = 0;  // nor does a deferred entry of it
-  if (job <= finished_) return;
-  finished_ = writer_->finished();
-  if (job <= finished_) return;
-  // Not finished: the worker may be copying the blocks out. Wait for it
-  // (CPU work; the writer is resumed if a test paused it).
-  ++write_waits_;
-  if (paused_) pause_writer(false);
-  writer_->wait_finished(job);
-  finished_ = writer_->finished();
+  deferred_flag_[node] = 0;  // a deferred entry of it is stale now
+  if (job > finished_) finished_ = writer_->finished();
+  if (job > finished_) {
+    // Not finished: the worker may be copying the blocks out. Wait for it
+    // (CPU work; the writer is resumed if a test paused it).
+    ++write_waits_;
+    if (paused_) pause_writer(false);
+    writer_->wait_finished(job);
+    finished_ = writer_->finished();
+  }
+  // The key the writer made stays the node's until it leaves the tree
+  // (StoreKeys::forget); the stamp no longer names a job.
+  keys_.keep_writer_key(node);
+  job_[node] = 0;
 }
 
 void StoreChain::set_events(EventLog* log) {
@@ -506,7 +515,7 @@ std::vector<StoreTierReport> StoreChain::reports() const {
     if (writer_) {
       r.offered_blocks += writer_->accepted(s);
       r.io.drops += writer_->dropped();
-      r.io.queued += writer_->queued();
+      if (write_through()) r.io.queued += writer_->queued();  // (key jobs queue no block)
     }
     out.push_back(r);
   }

@@ -62,7 +62,8 @@
 //    created (their blocks the sequence's) are written; nodes loaded from a
 //    store are there already. Layouts with windowed groups, device pools
 //    (CUDA) and set_direct_access(false) use the eviction offload below
-//    instead.
+//    instead; there (but with windowed groups) the same jobs make the
+//    keys only (keys_at_commit: RecordWriter::set_keys_only).
 //    THE RULE, and every path it covers (audit of 2026-11-28). The writer
 //    reads a stamped node's record (tokens, block ids) and its blocks'
 //    bytes until its job is finished, so nothing may erase the node, rename
@@ -120,7 +121,16 @@
 //    and the load refreshed it there; when it is all of them, nothing is
 //    copied or sealed). If such a store evicts the record while the tree
 //    still caches the node, the block is not stored there again: a later
-//    miss computes it. The copy out of a device pool goes through pinned
+//    miss computes it. Its key (a SHA-256 chain digest, 0.4 us a block)
+//    is made off the serving call: the commit that published the node
+//    handed it to the record writer as a key job (the write-through jobs
+//    above, stamped the same way, with the same deferral of a victim whose
+//    job is not finished; the writer stores the key and writes no record),
+//    and leaving() keeps that key memoized as the node's until it leaves
+//    the tree (StoreKeys::keep_writer_key), through a move to the host
+//    tier. A node no key job covered (its job dropped for want of room, a
+//    node loaded or imported) is keyed on the call, as before. The copy
+//    out of a device pool goes through pinned
 //    staging blocks; within an add or an extend (OfferBatch) the offers are
 //    deferred and their blocks copied out together into a staging slot, one
 //    copy per group for up to offer_chunk_ of them (flush_offers), enqueued
@@ -313,6 +323,7 @@ class StoreChain {
   void leaving(uint32_t node) {
     if (node >= job_.size() || job_[node] == 0) return;
     if (job_[node] <= finished_) {  // finished when last looked
+      keys_.keep_writer_key(node);
       job_[node] = 0;
       deferred_flag_[node] = 0;  // a deferred entry of it is stale now
     } else {
@@ -362,17 +373,27 @@ class StoreChain {
   const WriteAdmission& admission() const { return admission_; }
   // Whether offer() does anything (not while writing through at commit):
   // without, eviction may take its fast path (Eviction::can_evict_ahead).
-  bool offers_at_eviction() const { return !(write_through() && direct_); }
+  bool offers_at_eviction() const { return !write_through(); }
   // Whether write jobs hold blocks that a settle() would give back (an add
   // or extend short of blocks settles then): never, since a job holds no
   // reference (leaving() waits for it instead). Kept for those callers.
   bool writes_pending() const { return false; }
-  bool write_through() const { return writer_ != nullptr && write_through_; }
+  // Whether the writer writes records at commit (host-addressable pools,
+  // read directly); else, with a writer, it makes the commits' keys only
+  // and blocks are offered at eviction.
+  bool write_through() const {
+    return writer_ != nullptr && write_through_ && direct_ && records_ok_;
+  }
+  // Whether commits are keyed off the serving call for the offers at
+  // eviction (a writer that makes keys only).
+  bool keys_at_commit() const { return writer_ != nullptr && !write_through(); }
   // Tests: false makes a CPU cache offload at eviction as a device cache
-  // does; a paused writer takes no job (deterministic races).
+  // does (its commits keyed by the writer); a paused writer takes no job
+  // (deterministic races).
   void set_write_through(bool on) {
     settle();
     write_through_ = on;
+    if (writer_) writer_->set_keys_only(!write_through());
   }
   // settle() (so also an add short of blocks, and flush) resumes it.
   void pause_writer(bool paused) {
@@ -404,6 +425,7 @@ class StoreChain {
   void set_direct_access(bool direct) {
     settle();
     direct_ = direct && host_pools_;
+    if (writer_) writer_->set_keys_only(!write_through());
   }
 
   // --- KV events (events.h) ---------------------------------------------------
@@ -502,8 +524,11 @@ class StoreChain {
   // Blocks dropped before any store: a failed device copy, no staging.
   std::atomic<uint64_t> dropped_{0};
   Eviction* eviction_ = nullptr;
-  std::unique_ptr<RecordWriter> writer_;  // write-through (host-addressable pools)
-  bool write_through_ = true;
+  // Write-through (host-addressable pools), else the commits' keys only
+  // (write_through(), keys_at_commit()).
+  std::unique_ptr<RecordWriter> writer_;
+  bool write_through_ = true;             // tests: set_write_through
+  bool records_ok_ = false;               // the writer may read the pools' blocks
   bool paused_ = false;                   // tests: pause_writer
   bool windowed_ = false;                 // a layout with windowed groups: no write-through
   // Per node: the number of its write job (1 for the first job the writer

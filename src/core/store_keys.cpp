@@ -29,6 +29,7 @@ const StoreKey& StoreKeys::node_key(uint32_t node) {
   // a scope; its digests are made once. A node whose write job is out keeps
   // its key in path_keys_ only (its table entry is the writer's).
   path_keys_.resize(path_.size());
+  node_keys_made_ += path_.size();
   uint32_t scope = UINT32_MAX;
   ScopeKeys sk;
   const TreeNode& top = tree.node(path_.back());

@@ -52,6 +52,13 @@ class StoreKeys {
   // must be a full block (partial nodes have no children). Valid until the
   // next call.
   const StoreKey& node_key(uint32_t node);
+  // node's write job is finished and its stamp about to be cleared
+  // (StoreChain::leaving): the key the writer made stays node's, memoized,
+  // until forget(); the offer of its eviction finds it (a job that could
+  // not key it left it zero: not kept).
+  void keep_writer_key(uint32_t node) {
+    if (keyed(keys_[node])) valid_[node] = 1;
+  }
   void forget(uint32_t node) {
     valid_[node] = 0;
     held_[node] = 0;
@@ -91,6 +98,10 @@ class StoreKeys {
   // The same for a block's encoded extra keys (zero for none).
   ScopeKeys extra_keys(const std::string& extra_bytes) const;
 
+  // Tests: how many node keys node_key() hashed (the serving thread's; a
+  // key the writer made, or one memoized, costs none).
+  uint64_t node_keys_made() const { return node_keys_made_; }
+
   // The checker: every memoized key belongs to a live node and equals the
   // key rebuilt from its parent's (memoized or rebuilt) key and its own
   // tree key: a stale key would store a block under another's name.
@@ -121,6 +132,7 @@ class StoreKeys {
   std::string scope_bytes_;     // the scope scope_ is of
   ScopeKeys scope_;
   bool scope_valid_ = false;
+  uint64_t node_keys_made_ = 0;
 };
 
 }  // namespace kvc

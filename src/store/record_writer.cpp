@@ -325,7 +325,8 @@ void ThreadedRecordWriter::run() {
     begin_job(at);
     StoreKey key;
     const bool is_keyed = key_of(at, key);
-    if (is_keyed) {
+    const bool keys_only = keys_only_.load(std::memory_order_relaxed);
+    if (is_keyed && !keys_only) {
       write(at, key);
       // The later stores copy the record; the first (the disk, where there
       // is one) takes the buffer itself and hands back another: no copy.
@@ -334,9 +335,9 @@ void ThreadedRecordWriter::run() {
                          : stores_[s]->put(key.hash, priority_, record_.get());
         if (took[s]) accepted_[s].fetch_add(1, std::memory_order_relaxed);
       }
-    } else {
+    } else if (!is_keyed) {
       key = StoreKey{};  // all zero: not keyed
-      dropped_.fetch_add(1, std::memory_order_relaxed);
+      if (!keys_only) dropped_.fetch_add(1, std::memory_order_relaxed);
     }
     key_table_[ticket_] = key;  // zero: not keyed
     written_.store(at + 1, std::memory_order_seq_cst);

@@ -96,6 +96,9 @@ class ThreadedRecordWriter final : public RecordWriter {
     return tail_.load(std::memory_order_relaxed) - written_.load(std::memory_order_acquire);
   }
   void set_paused(bool paused) override;
+  void set_keys_only(bool keys_only) override {
+    keys_only_.store(keys_only, std::memory_order_relaxed);  // no job is out
+  }
 
  private:
   // A job, as the serving thread wrote it (i: its place in the ring): its
@@ -206,6 +209,7 @@ class ThreadedRecordWriter final : public RecordWriter {
   uint64_t runs_submitted_ = 0;
   std::atomic<uint64_t> refused_{0};
   void count_refused(uint64_t n) {
+    if (keys_only_.load(std::memory_order_relaxed)) return;  // no record was due
     refused_.store(refused_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
   }
   // Jobs submitted (written by the serving thread) and jobs done (by the
@@ -223,6 +227,9 @@ class ThreadedRecordWriter final : public RecordWriter {
   std::atomic<int> sleep_{kAwake};        // the worker: awake, polling (kPoll) or asleep until woken
   std::atomic<bool> flushing_{false};     // a flush() or wait_finished() waits
   std::atomic<bool> paused_{false};
+  // set_keys_only: read by the worker per job, set while none is out (the
+  // job's publication, a release store of tail_, orders it before).
+  std::atomic<bool> keys_only_{false};
   bool stop_ = false;                     // under mu_
   std::thread worker_;
 };

@@ -173,6 +173,53 @@ TEST_F(StoreChainTest, OffersAreSealedAndPutAfterTheCallReturns) {
   EXPECT_EQ(disk().onboarded_blocks, 3u);
 }
 
+// A device cache's commits are keyed by the record writer (keys only, off
+// the serving call), so the offers of their eviction hash nothing on the
+// serving thread: the records go out under the writer's keys and load back
+// under the keys the add makes from its own tokens, bit for bit.
+TEST_F(StoreChainTest, OffersAtEvictionTakeTheKeysTheWriterMadeAtCommit) {
+  make(store_config(dir_.path(), 4));
+  chain().set_direct_access(false);  // through copy_tier, as on a device
+  ASSERT_TRUE(chain().keys_at_commit());
+  ASSERT_TRUE(chain().offers_at_eviction());
+  const auto a = seq(100, 13);  // 3 full blocks + 1 token
+  const auto b = seq(500, 16);  // 4 blocks: evicts a's 3
+  cache_prompt(1, a);
+  chain().flush();  // a's key jobs finished
+  EXPECT_EQ(disk().io.stores, 0u);  // keys only: no record written at commit
+  EXPECT_EQ(disk().io.drops, 0u);
+  const uint64_t made = chain().keys().node_keys_made();
+  cache_prompt(2, b);  // a's 3 nodes offered
+  EXPECT_EQ(chain().keys().node_keys_made(), made);
+  StoreTierReport d = disk();
+  EXPECT_EQ(d.offered_blocks, 3u);
+  EXPECT_EQ(d.io.stores, 3u);
+  EXPECT_EQ(cache_prompt(3, a), 12u);  // a's 3 from the disk, bit for bit
+  d = disk();
+  EXPECT_EQ(d.onboarded_blocks, 3u);
+  EXPECT_EQ(d.io.rejected, 0u);
+}
+
+// A victim whose key job is not finished (the writer paused at its commit)
+// is deferred, as a write job's is, and its offer then takes the key the
+// job made: the records load back bit for bit.
+TEST_F(StoreChainTest, AVictimWhoseKeyJobIsOutIsDeferredUntilItIsKeyed) {
+  make(store_config(dir_.path(), 4));
+  chain().set_direct_access(false);
+  const auto a = seq(100, 13);
+  const auto b = seq(500, 16);
+  chain().pause_writer(true);
+  cache_prompt(1, a);  // a's 3 key jobs out, not taken
+  EXPECT_EQ(chain().jobs_out(), 3u);
+  const uint64_t made = chain().keys().node_keys_made();
+  cache_prompt(2, b);  // evicts a's 3: the leaf is deferred, then its job waited for
+  EXPECT_EQ(chain().deferrals(), 1u);
+  EXPECT_EQ(chain().keys().node_keys_made(), made);
+  EXPECT_EQ(disk().offered_blocks, 3u);
+  EXPECT_EQ(cache_prompt(3, a), 12u);  // bit for bit
+  EXPECT_EQ(disk().onboarded_blocks, 3u);
+}
+
 // A call whose offers fill every staging slot waits for the oldest slot's
 // task and goes on: every offer reaches the disk (none dropped).
 TEST_F(StoreChainTest, OffersPastTheSlotsInFlightWaitForTheOldest) {
