@@ -72,7 +72,7 @@ StoreChain::StoreChain(const CacheConfig& config, const GroupLayout& layout,
   direct_ = host_pools_;
   try {
     staging_ = static_cast<unsigned char*>(device_.allocate_host(chunk_ * record));
-    offer_record_ = static_cast<unsigned char*>(device_.allocate_host(record));
+    offer_record_.reset(new unsigned char[record]);
     for (uint64_t bytes : group_bytes_)
       group_staging_.push_back(static_cast<unsigned char*>(device_.allocate_host(chunk_ * bytes)));
   } catch (...) {
@@ -131,9 +131,8 @@ void StoreChain::release_staging() noexcept {
     device_.destroy_fence(slot.fence);
     slot.fence = nullptr;
   }
-  if (offer_record_ != nullptr) device_.deallocate_host(offer_record_);
   if (staging_ != nullptr) device_.deallocate_host(staging_);
-  offer_record_ = staging_ = nullptr;
+  staging_ = nullptr;
 }
 
 // ---------------------------------------------------------------------------

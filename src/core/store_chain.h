@@ -487,9 +487,14 @@ class StoreChain {
   // The payload of `node` (its tier's blocks, in host memory: the host tier
   // or host pools) into `payload`.
   void copy_out(uint32_t node, bool primary, unsigned char* payload);
-  // Seals offer_record_ (its payload written) as `key`'s record and puts it
-  // into every store not in `held`.
-  void put_offer(const StoreKey& key, const int32_t* tokens, uint32_t priority, uint8_t held);
+  // Seals `record` (its payload written) as `key`'s record and puts it into
+  // every store not in `held`: the first store (the disk, where there is
+  // one) takes the buffer itself and hands another back (put_buffer), the
+  // later ones copy it, so they go first. Never throws: a store out of
+  // memory drops it, counted. The serving thread's offers use
+  // offer_record_, the offer worker's task_record_.
+  void put_record(std::unique_ptr<unsigned char[]>& record, const StoreKey& key,
+                  const int32_t* tokens, uint32_t priority, uint8_t held) noexcept;
   void defer_offer(uint32_t node, const StoreKey& key, uint32_t priority, uint8_t held);
   void flush_offers_slow() noexcept;
   // The slot deferred offers fill now, ready for them (its staging, its
@@ -574,12 +579,14 @@ class StoreChain {
   bool host_pools_ = false;  // primary pools in host memory (the CPU backend)
   bool direct_ = false;      // copy between records and pool blocks directly
 
-  // Pinned staging: chunk_ records for loads, one for offers, and per group
-  // chunk_ blocks that copy_tier reads or writes.
+  // Pinned staging: chunk_ records for loads, and per group chunk_ blocks
+  // that copy_tier reads or writes.
   uint64_t chunk_ = 0;
   unsigned char* staging_ = nullptr;
-  unsigned char* offer_record_ = nullptr;
   std::vector<unsigned char*> group_staging_;
+  // The record of an offer the serving thread seals (a host-memory victim:
+  // its payload memcpy'd; put_record may swap it).
+  std::unique_ptr<unsigned char[]> offer_record_;
   // Deferred offers (OfferBatch) fill slot fill_, up to offer_chunk_ of
   // them (pending_). flush_offers() enqueues their blocks' copies into the
   // slot's pinned staging (offer_copies_[g]: block -> index) on the

@@ -36,24 +36,31 @@ void StoreChain::offer(uint32_t node) {
     return;
   }
   try {
-    copy_out(node, t.tier == kPrimaryTier, offer_record_ + layout_.header_bytes());
+    copy_out(node, t.tier == kPrimaryTier, offer_record_.get() + layout_.header_bytes());
   } catch (...) {
     ++dropped_;  // a device that cannot copy: the block is dropped, counted
     return;
   }
-  put_offer(key, tree.tokens(node), t.priority, held);
+  put_record(offer_record_, key, tree.tokens(node), t.priority, held);
 }
 
-void StoreChain::put_offer(const StoreKey& key, const int32_t* tokens, uint32_t priority,
-                           uint8_t held) {
+void StoreChain::put_record(std::unique_ptr<unsigned char[]>& record, const StoreKey& key,
+                            const int32_t* tokens, uint32_t priority, uint8_t held) noexcept {
   RecordKey rk;
   rk.lookup_hash = key.hash;
   rk.digest = key.digest;
   rk.tokens = tokens;
-  seal_record(layout_, rk, priority, offer_record_);
-  for (size_t s = 0; s < stores_.size(); ++s)
-    if ((held >> s & 1) == 0 && stores_[s]->put(key.hash, priority, offer_record_))
-      offered_[s].fetch_add(1, std::memory_order_relaxed);
+  seal_record(layout_, rk, priority, record.get());
+  for (size_t s = stores_.size(); s-- > 0;) {
+    if (held >> s & 1) continue;
+    try {
+      const bool took = s == 0 ? stores_[s]->put_buffer(key.hash, priority, record)
+                               : stores_[s]->put(key.hash, priority, record.get());
+      if (took) offered_[s].fetch_add(1, std::memory_order_relaxed);
+    } catch (...) {
+      ++dropped_;  // a store out of memory: dropped, counted
+    }
+  }
 }
 
 bool StoreChain::claim_slot() noexcept {
@@ -173,24 +180,7 @@ void StoreChain::put_slot(size_t at) noexcept {
         std::memcpy(payload + group_offset_[g], slot.staging[g] + i * group_bytes_[g],
                     group_bytes_[g]);
       const PendingOffer& o = slot.offers[i];
-      RecordKey rk;
-      rk.lookup_hash = o.key.hash;
-      rk.digest = o.key.digest;
-      rk.tokens = slot.tokens.data() + i * T_;
-      seal_record(layout_, rk, o.priority, task_record_.get());
-      // The first store (the disk, where there is one) takes the buffer and
-      // hands another back (put_buffer); the later ones copy it, so they go
-      // first.
-      for (size_t s = stores_.size(); s-- > 0;) {
-        if (o.held >> s & 1) continue;
-        try {
-          const bool took = s == 0 ? stores_[s]->put_buffer(o.key.hash, o.priority, task_record_)
-                                   : stores_[s]->put(o.key.hash, o.priority, task_record_.get());
-          if (took) offered_[s].fetch_add(1, std::memory_order_relaxed);
-        } catch (...) {
-          ++dropped_;  // a store out of memory: dropped, counted
-        }
-      }
+      put_record(task_record_, o.key, slot.tokens.data() + i * T_, o.priority, o.held);
     }
   }
   slot.offers.clear();
