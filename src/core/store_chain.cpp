@@ -112,6 +112,18 @@ StoreChain::StoreChain(const CacheConfig& config, const GroupLayout& layout,
     admission_ = WriteAdmission(jobs);
     deferred_flag_.assign(index.tree().id_bound(), 0);
   }
+  // Device pools offer every evicted block through the slots' pinned
+  // staging: made now, so that no serving call pins memory (8 MiB a slot,
+  // milliseconds) or starts the offer worker.
+  if (!host_pools_ && !stores_.empty()) {
+    try {
+      open_offer_slots();
+      for (OfferSlot& slot : slots_) stage_slot(slot);
+    } catch (...) {
+      release_staging();
+      throw;
+    }
+  }
 }
 
 StoreChain::~StoreChain() {

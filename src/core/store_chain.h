@@ -414,6 +414,13 @@ class StoreChain {
   // Tests: how many times a batch of offers waited for a slot's task
   // (every slot out: the worker behind).
   uint64_t offer_waits() const { return offer_waits_; }
+  // Tests: how many offer slots hold their pinned staging (a device cache:
+  // every one from its create; a CPU cache's tests: from their first use).
+  size_t offer_slots_staged() const {
+    size_t n = 0;
+    for (const OfferSlot& slot : slots_) n += slot.staging.empty() ? 0 : 1;
+    return n;
+  }
   // Tests: the offer worker (started here if no offer started it), to hold
   // it with a task of the test's own.
   BackgroundTasks& offer_worker() {
@@ -596,8 +603,9 @@ class StoreChain {
   // for neither the device nor the sealing. The slots are used in turn; a
   // slot is filled again once its task is done: when every slot is out
   // (the worker behind) the call waits for the oldest (offer_waits_). A
-  // slot's staging and
-  // fence are made at its first use.
+  // slot's staging and fence are made at the cache's create where the
+  // pools are device memory (pinning 8 MiB takes a serving call
+  // milliseconds), else at its first use (a CPU cache's tests).
   static constexpr size_t kOfferSlots = 4;
   uint64_t offer_chunk_ = 0;
   struct PendingOffer {
@@ -613,6 +621,10 @@ class StoreChain {
     uint64_t task = 0;                    // its task's number while out (0: none)
   };
   std::vector<OfferSlot> slots_;  // kOfferSlots once an offer was deferred
+  // Makes the slots, the worker and its record (throws; nothing kept then).
+  void open_offer_slots();
+  // Makes slot's pinned staging and fence (throws; the slot left unstaged).
+  void stage_slot(OfferSlot& slot);
   size_t fill_ = 0;
   size_t pending_ = 0;            // offers in slot fill_ not flushed yet
   uint64_t posted_ = 0;           // the last slot task posted

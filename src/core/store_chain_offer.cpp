@@ -75,8 +75,17 @@ bool StoreChain::claim_slot() noexcept {
     slot.task = 0;
   }
   if (!slot.staging.empty()) return true;
+  try {  // its first use (a CPU cache's tests)
+    stage_slot(slot);
+  } catch (...) {
+    return false;
+  }
+  return true;
+}
+
+void StoreChain::stage_slot(OfferSlot& slot) {
   const uint32_t G = layout_groups_.num_groups();
-  try {  // its first use: pinned staging and a fence
+  try {
     for (uint32_t g = 0; g < G; ++g)
       slot.staging.push_back(
           static_cast<unsigned char*>(device_.allocate_host(offer_chunk_ * group_bytes_[g])));
@@ -86,25 +95,35 @@ bool StoreChain::claim_slot() noexcept {
   } catch (...) {
     for (unsigned char* p : slot.staging) device_.deallocate_host(p);
     slot.staging.clear();
-    return false;
+    device_.destroy_fence(slot.fence);
+    slot.fence = nullptr;
+    throw;
   }
-  return true;
+}
+
+void StoreChain::open_offer_slots() {
+  const uint32_t G = layout_groups_.num_groups();
+  try {
+    slots_.resize(kOfferSlots);
+    offer_copies_.resize(G);
+    for (auto& c : offer_copies_) c.reserve(offer_chunk_);
+    if (!offer_tasks_) offer_tasks_ = open_background_tasks();
+    task_record_.reset(new unsigned char[layout_.record_bytes()]);
+  } catch (...) {
+    slots_.clear();
+    offer_tasks_.reset();
+    throw;
+  }
 }
 
 void StoreChain::defer_offer(uint32_t node, const StoreKey& key, uint32_t priority,
                              uint8_t held) {
   const RadixTree& tree = index_.tree();
   const uint32_t G = layout_groups_.num_groups();
-  if (slots_.empty()) {  // the first deferred offer
+  if (slots_.empty()) {  // the first deferred offer (a CPU cache's tests)
     try {
-      slots_.resize(kOfferSlots);
-      offer_copies_.resize(G);
-      for (auto& c : offer_copies_) c.reserve(offer_chunk_);
-      if (!offer_tasks_) offer_tasks_ = open_background_tasks();
-      task_record_.reset(new unsigned char[layout_.record_bytes()]);
+      open_offer_slots();
     } catch (...) {
-      slots_.clear();
-      offer_tasks_.reset();
       ++dropped_;  // no memory or thread for it: dropped, counted, as a failed copy
       return;
     }

@@ -151,6 +151,21 @@ TEST_P(DiskTierGpu, DeviceBlocksGoToDiskAndComeBackBitForBit) {
   expect_loaded(3, p);
 }
 
+// The offers' pinned staging (four slots) and the worker are made when the
+// cache is created, not by the first add that evicts (pinning 8 MiB takes
+// milliseconds); the commits' keys come from the record writer (keys only).
+TEST_P(DiskTierGpu, OfferStagingIsMadeAtCreate) {
+  StoreChain& chain = *m().stores();
+  EXPECT_EQ(chain.offer_slots_staged(), 4u);
+  EXPECT_TRUE(chain.offers_at_eviction());
+  EXPECT_TRUE(chain.keys_at_commit());
+  std::vector<int32_t> p(4 * config_.tokens_per_block + 1);
+  std::iota(p.begin(), p.end(), 3000);
+  cache_on_disk(p);
+  EXPECT_EQ(chain.offer_slots_staged(), 4u);
+  expect_loaded(3, p);
+}
+
 TEST_P(DiskTierGpu, ANewCacheOnTheDirectoryLoadsThemOntoTheDevice) {
   std::vector<int32_t> p(4 * config_.tokens_per_block + 1);
   std::iota(p.begin(), p.end(), 7000);
