@@ -528,6 +528,11 @@ std::vector<StoreTierReport> StoreChain::reports() const {
       r.io.drops += writer_->dropped();
       if (write_through()) r.io.queued += writer_->queued();  // (key jobs queue no block)
     }
+    // Offers in a slot (filling, or posted and not put yet) are writes
+    // waiting too.
+    const uint64_t done = offer_tasks_ ? offer_tasks_->done() : 0;
+    for (const OfferSlot& slot : slots_)
+      if (slot.task == 0 || slot.task > done) r.io.queued += slot.due[s];
     out.push_back(r);
   }
   return out;

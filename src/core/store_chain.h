@@ -619,6 +619,10 @@ class StoreChain {
     std::vector<PendingOffer> offers;     // the worker's while the task is out
     std::vector<int32_t> tokens;          // T_ per offer
     uint64_t task = 0;                    // its task's number while out (0: none)
+    // Per store: the slot's offers due there (not held by it), counted by
+    // the serving thread as it fills the slot: writes waiting
+    // (queued_blocks) until the task is done.
+    std::vector<uint64_t> due;
   };
   std::vector<OfferSlot> slots_;  // kOfferSlots once an offer was deferred
   // Makes the slots, the worker and its record (throws; nothing kept then).

@@ -74,6 +74,7 @@ bool StoreChain::claim_slot() noexcept {
     }
     slot.task = 0;
   }
+  std::fill(slot.due.begin(), slot.due.end(), 0);
   if (!slot.staging.empty()) return true;
   try {  // its first use (a CPU cache's tests)
     stage_slot(slot);
@@ -105,6 +106,7 @@ void StoreChain::open_offer_slots() {
   const uint32_t G = layout_groups_.num_groups();
   try {
     slots_.resize(kOfferSlots);
+    for (OfferSlot& slot : slots_) slot.due.assign(stores_.size(), 0);
     offer_copies_.resize(G);
     for (auto& c : offer_copies_) c.reserve(offer_chunk_);
     if (!offer_tasks_) offer_tasks_ = open_background_tasks();
@@ -135,6 +137,7 @@ void StoreChain::defer_offer(uint32_t node, const StoreKey& key, uint32_t priori
   OfferSlot& slot = slots_[fill_];
   const uint32_t i = uint32_t(pending_++);
   slot.offers.push_back(PendingOffer{key, priority, held});
+  for (size_t s = 0; s < slot.due.size(); ++s) slot.due[s] += (held >> s & 1) ^ 1;
   const int32_t* tokens = tree.tokens(node);
   slot.tokens.insert(slot.tokens.end(), tokens, tokens + T_);
   for (uint32_t g = 0; g < G; ++g) offer_copies_[g].push_back(TierCopy{tree.block(node, g), i});
@@ -169,6 +172,7 @@ void StoreChain::flush_offers_slow() noexcept {
     dropped_ += n;
     slot.offers.clear();
     slot.tokens.clear();
+    std::fill(slot.due.begin(), slot.due.end(), 0);
     return;
   }
   const size_t at = fill_;
@@ -178,6 +182,7 @@ void StoreChain::flush_offers_slow() noexcept {
     dropped_ += n;
     slot.offers.clear();
     slot.tokens.clear();
+    std::fill(slot.due.begin(), slot.due.end(), 0);
     return;
   }
   posted_ = slot.task;

@@ -167,8 +167,10 @@ TEST_F(StoreChainTest, OffersAreSealedAndPutAfterTheCallReturns) {
   cache_prompt(2, b);  // a's 3 nodes offered; b's KV written into their blocks
   EXPECT_EQ(chain().reports().at(0).offered_blocks, 0u);
   EXPECT_EQ(chain().reports().at(0).io.stores, 0u);
+  EXPECT_EQ(chain().reports().at(0).io.queued, 3u);  // waiting in a slot: queued_blocks
   go.set_value();
   EXPECT_EQ(disk().offered_blocks, 3u);
+  EXPECT_EQ(disk().io.queued, 0u);
   EXPECT_EQ(cache_prompt(3, a), 12u);  // a's 3 from the disk, bit for bit
   EXPECT_EQ(disk().onboarded_blocks, 3u);
 }
