@@ -108,7 +108,7 @@ StoreChain::StoreChain(const CacheConfig& config, const GroupLayout& layout,
     keys_.attach_writer(&job_, &finished_);
     writer_ = open_record_writer(layout_, group_bytes_, std::move(raw), jobs,
                                  config.event_hash_seed, keys_.key_table(), keys_.key_table_size());
-    writer_->set_keys_only(!write_through());
+    set_writer_mode();
     admission_ = WriteAdmission(jobs);
     deferred_flag_.assign(index.tree().id_bound(), 0);
   }
@@ -381,9 +381,10 @@ void StoreChain::leave_slow(uint32_t node) {
     writer_->wait_finished(job);
     finished_ = writer_->finished();
   }
-  // The key the writer made stays the node's until it leaves the tree
-  // (StoreKeys::forget); the stamp no longer names a job.
-  keys_.keep_writer_key(node);
+  // With keys only, the key the writer made stays the node's until it
+  // leaves the tree (StoreKeys::forget), for its offer; the stamp no longer
+  // names a job.
+  if (keys_only_) keys_.keep_writer_key(node);
   job_[node] = 0;
 }
 

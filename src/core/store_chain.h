@@ -323,7 +323,7 @@ class StoreChain {
   void leaving(uint32_t node) {
     if (node >= job_.size() || job_[node] == 0) return;
     if (job_[node] <= finished_) {  // finished when last looked
-      keys_.keep_writer_key(node);
+      if (keys_only_) keys_.keep_writer_key(node);  // for its offer
       job_[node] = 0;
       deferred_flag_[node] = 0;  // a deferred entry of it is stale now
     } else {
@@ -393,7 +393,7 @@ class StoreChain {
   void set_write_through(bool on) {
     settle();
     write_through_ = on;
-    if (writer_) writer_->set_keys_only(!write_through());
+    set_writer_mode();
   }
   // settle() (so also an add short of blocks, and flush) resumes it.
   void pause_writer(bool paused) {
@@ -432,7 +432,7 @@ class StoreChain {
   void set_direct_access(bool direct) {
     settle();
     direct_ = direct && host_pools_;
-    if (writer_) writer_->set_keys_only(!write_through());
+    set_writer_mode();
   }
 
   // --- KV events (events.h) ---------------------------------------------------
@@ -541,6 +541,16 @@ class StoreChain {
   std::unique_ptr<RecordWriter> writer_;
   bool write_through_ = true;             // tests: set_write_through
   bool records_ok_ = false;               // the writer may read the pools' blocks
+  // keys_at_commit(), kept for leaving(): only then is a finished job's key
+  // kept for the node's offer (write-through never offers at eviction, so
+  // its evictions read no key table entry).
+  bool keys_only_ = false;
+  // After a settle(): tells the writer whether it writes records or makes
+  // keys only, and keeps keys_only_.
+  void set_writer_mode() {
+    keys_only_ = keys_at_commit();
+    if (writer_) writer_->set_keys_only(keys_only_);
+  }
   bool paused_ = false;                   // tests: pause_writer
   bool windowed_ = false;                 // a layout with windowed groups: no write-through
   // Per node: the number of its write job (1 for the first job the writer
@@ -629,6 +639,9 @@ class StoreChain {
   void open_offer_slots();
   // Makes slot's pinned staging and fence (throws; the slot left unstaged).
   void stage_slot(OfferSlot& slot);
+  // The filled slot's offers are dropped, counted (its copies failed or
+  // its task could not be posted); the slot is empty again.
+  void drop_slot(OfferSlot& slot) noexcept;
   size_t fill_ = 0;
   size_t pending_ = 0;            // offers in slot fill_ not flushed yet
   uint64_t posted_ = 0;           // the last slot task posted

@@ -169,24 +169,25 @@ void StoreChain::flush_offers_slow() noexcept {
   }
   for (auto& c : offer_copies_) c.clear();
   if (!copied) {  // the blocks are dropped, counted
-    dropped_ += n;
-    slot.offers.clear();
-    slot.tokens.clear();
-    std::fill(slot.due.begin(), slot.due.end(), 0);
+    drop_slot(slot);
     return;
   }
   const size_t at = fill_;
   try {
     slot.task = offer_tasks_->post([this, at] { put_slot(at); });
   } catch (...) {  // no memory to queue it: the blocks are dropped, counted
-    dropped_ += n;
-    slot.offers.clear();
-    slot.tokens.clear();
-    std::fill(slot.due.begin(), slot.due.end(), 0);
+    drop_slot(slot);
     return;
   }
   posted_ = slot.task;
   fill_ = (fill_ + 1) % kOfferSlots;
+}
+
+void StoreChain::drop_slot(OfferSlot& slot) noexcept {
+  dropped_ += slot.offers.size();
+  slot.offers.clear();
+  slot.tokens.clear();
+  std::fill(slot.due.begin(), slot.due.end(), 0);
 }
 
 void StoreChain::put_slot(size_t at) noexcept {
