@@ -109,15 +109,7 @@ class DiskTierGpu : public ::testing::TestWithParam<Geometry> {
   void expect_loaded(uint64_t id, const std::vector<int32_t>& p) {
     const uint32_t T = config_.tokens_per_block;
     EXPECT_EQ(m().add(id, p.data(), p.size(), {}, stream_), 4u * T);
-    const Sequence& s = m().sequence(id);
-    std::vector<uint8_t> got(4 * bytes());
-    for (uint64_t b = 0; b < 4; ++b)
-      CUDA_OK_(cudaMemcpyAsync(got.data() + b * bytes(), cache_->pool(0).block(s.blocks[0][b]),
-                               bytes(), cudaMemcpyDeviceToHost, stream_));
-    CUDA_OK_(cudaStreamSynchronize(stream_));
-    for (uint64_t b = 0; b < 4; ++b)
-      EXPECT_EQ(std::memcmp(got.data() + b * bytes(), expected(p[b * T], b).data(), bytes()), 0)
-          << "loaded block " << b;
+    expect_blocks(id, p, 4, stream_);
     EXPECT_EQ(m().stores()->reports().at(0).onboarded_blocks, 4u);
     EXPECT_EQ(cache_->device().async_error(stream_).status, KVC_OK);
     m().check_invariants();
