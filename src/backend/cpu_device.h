@@ -1,5 +1,10 @@
 // The CPU backend: host memory and the reference kernels. It is the embedded
 // default and the oracle the CUDA kernels are checked against.
+//
+// Pool memory is backed when it is allocated (or a growable pool grows):
+// every page is written once there, so serving calls take no page faults,
+// and pools of 2 MiB or more start on a 2 MiB boundary with the transparent
+// huge page hint (tier copies and kernels reach blocks at random).
 #pragma once
 
 #include "backend/device.h"
