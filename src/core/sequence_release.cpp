@@ -186,6 +186,22 @@ std::unique_ptr<Sequence> Sequences::new_sequence(uint64_t tokens) {
   return s;
 }
 
+void Sequences::grow_slow(std::vector<int32_t>& v, uint64_t n) {
+  size_t best = spares_.size();
+  for (size_t i = 0; i < spares_.size(); ++i) {
+    const uint64_t cap = spares_[i]->tokens.capacity();
+    if (cap >= n && (best == spares_.size() || cap < spares_[best]->tokens.capacity())) best = i;
+  }
+  if (best == spares_.size()) {
+    v.reserve(std::max<uint64_t>(n, 2 * v.capacity()));
+    return;
+  }
+  std::vector<int32_t>& spare = spares_[best]->tokens;  // empty (reset)
+  spare.assign(v.begin(), v.end());                     // fits: no allocation
+  v.swap(spare);
+  spare.clear();
+}
+
 void Sequences::recycle(std::unique_ptr<Sequence> s) {
   if (spares_.size() >= kSpares) return;  // freed
   s->reset();

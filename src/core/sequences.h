@@ -221,10 +221,16 @@ class Sequences {
   // A removed sequence, kept for reuse while fewer than kSpares wait.
   void recycle(std::unique_ptr<Sequence> s);
   static constexpr size_t kSpares = 128;
-  // Capacity for n tokens / n block positions (no visible change).
-  static void grow(std::vector<int32_t>& v, uint64_t n) {
-    if (v.capacity() < n) v.reserve(std::max<uint64_t>(n, 2 * v.capacity()));
+  // Capacity for n tokens (no visible change). A buffer too small is
+  // swapped for a spare's that holds n (the smallest such), memory an
+  // earlier prompt touched, else doubled: a new buffer of a long prompt's
+  // tokens takes its page faults in the call (chunked prefill grows one
+  // chunk at a time).
+  void grow(std::vector<int32_t>& v, uint64_t n) {
+    if (v.capacity() < n) grow_slow(v, n);
   }
+  void grow_slow(std::vector<int32_t>& v, uint64_t n);
+  // Capacity for n block positions (no visible change).
   static void reserve_blocks(Sequence& s, uint64_t n) {
     if (s.nodes.capacity() >= n) return;
     const uint64_t cap = std::max<uint64_t>(n, 2 * s.nodes.capacity());

@@ -408,5 +408,28 @@ TEST(BlockHash, ChainsAndTagsInputs) {
   }
 }
 
+// --- Token buffers --------------------------------------------------------
+
+// A sequence whose tokens outgrow their buffer takes a removed sequence's
+// larger buffer (memory an earlier prompt touched) instead of a new one,
+// and its tokens are the same.
+TEST_F(ManagerTest, ATokenBufferThatIsOutgrownTakesASparesLargerOne) {
+  make(small_config(4096));
+  add(1, seq(0, 8));
+  add(2, seq(100000, 3000));
+  const int32_t* big = m().sequence(2).tokens.data();
+  remove(1);
+  remove(2);
+  add(3, seq(200000, 8));  // the smallest spare that holds it: sequence 1's buffer
+  ASSERT_NE(m().sequence(3).tokens.data(), big);
+  const std::vector<int32_t> more = seq(300000, 2000);
+  extend(3, more);
+  const Sequence& s = m().sequence(3);
+  EXPECT_EQ(s.tokens.data(), big);
+  EXPECT_EQ(s.length(), 2008u);
+  const std::vector<int32_t> want = cat(seq(200000, 8), more);
+  for (uint64_t p = s.token_base; p < s.length(); ++p) ASSERT_EQ(*s.token_at(p), want[p]) << p;
+}
+
 }  // namespace
 }  // namespace kvc
