@@ -326,6 +326,17 @@ class RecordWriter {
   // its commits keyed so, off the serving call: the offer then finds the
   // key made (store_chain.h). Called while no job is out (after a flush).
   virtual void set_keys_only(bool keys_only) = 0;
+  // Hints, at the start of a serving call, for the lines the worker shares
+  // with it (no effect on what any call does). The cache's lock is released
+  // with a locked instruction, which waits for every store of the call: a
+  // store into a line the worker holds (the published count, the next
+  // run's header) would wait there for the line to come from the worker's
+  // core, and a load of the worker's count would wait where it is read.
+  // Asked for at the start, those transfers overlap the call's own work.
+  // prefetch_submit: the lines a submit writes (for a commit);
+  // prefetch_finished: the line finished() reads (for a call that may ask).
+  virtual void prefetch_submit() const {}
+  virtual void prefetch_finished() const {}
 };
 
 // A writer into `stores` (not owned; they outlive it) for records of

@@ -31,6 +31,7 @@ void Sequences::check_add(uint64_t id, uint64_t n, const SequenceOptions& option
 bool Sequences::try_add(uint64_t id, const int32_t* tokens, uint64_t n,
                         const SequenceOptions& options, void* stream,
                         uint64_t* cached_tokens_out) {
+  if (stores_ != nullptr) stores_->prefetch_for_call();
   check_add(id, n, options);
   const std::string scope_bytes =
       encode_scope(options.has_salt, options.salt, options.has_lora, options.lora_id);

@@ -32,6 +32,7 @@ bool Sequences::reserve_sets(Reservation& r, uint64_t sets) {
 }
 
 bool Sequences::try_extend(uint64_t id, const int32_t* tokens, uint64_t n, void* stream) {
+  if (stores_ != nullptr) stores_->prefetch_for_call();
   // Plan.
   Sequence& s = sequence(id);
   if (n == 0) return true;
@@ -76,6 +77,7 @@ Sequence* const* Sequences::claim_batch(const uint64_t* ids, size_t count) {
 
 bool Sequences::try_extend_batch(const uint64_t* ids, const int32_t* tokens, size_t count,
                                  void* stream) {
+  if (stores_ != nullptr) stores_->prefetch_for_call();
   // Plan. The lookups run ahead of the checks: table slots kSlotAhead ids
   // ahead, sequences (found, not yet claimed) kSeqAhead ahead, so that the
   // chain slot -> sequence -> token array costs no wait per sequence.

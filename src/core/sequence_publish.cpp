@@ -46,6 +46,7 @@ class CommitHashes {
 };
 
 void Sequences::commit(uint64_t id, uint64_t num_computed, bool loaded) {
+  if (stores_ != nullptr) stores_->prefetch_for_commit();
   // Plan: checks, and the extra keys of every block to publish encoded
   // first (the only allocation); their chained hashes with them, or (no
   // extra keys) as the apply loops reach them (CommitHashes).

@@ -129,6 +129,7 @@ void Sequences::fork(uint64_t parent, uint64_t child) {
 }
 
 void Sequences::remove(uint64_t id) {
+  if (stores_ != nullptr) stores_->prefetch_for_call();
   Sequence& s = sequence(id);
   if (cfg_.block_reuse && cfg_.partial_reuse) publish_tail(s);
   // Deepest first, so a parent is always released after its children.

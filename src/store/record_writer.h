@@ -85,6 +85,11 @@ class ThreadedRecordWriter final : public RecordWriter {
   void release(uint64_t n) override { head_ = std::max(head_, n); }
   void flush() override;
   uint64_t finished() const override { return written_.load(std::memory_order_acquire); }
+  void prefetch_submit() const override {
+    __builtin_prefetch(&tail_, 1);
+    __builtin_prefetch(&runs_[runs_submitted_ % runs_.size()], 1);
+  }
+  void prefetch_finished() const override { __builtin_prefetch(&written_, 0); }
   void wait_finished(uint64_t n) override;
   uint64_t dropped() const override {
     return dropped_.load(std::memory_order_relaxed) + refused_.load(std::memory_order_relaxed);
