@@ -215,6 +215,12 @@ KVC_API kvc_status_t kvc_config_get_attention_window(
 /**
  * @brief Device of the primary pool: KVC_DEVICE_CPU (ordinal must be 0) or
  *        KVC_DEVICE_CUDA with a device ordinal >= 0.
+ *
+ * On KVC_DEVICE_CPU the pools (and the host tier's) are host memory backed
+ * at kvc_cache_create (a growable pool: as far as it is backed, and as it
+ * grows): every page is resident from the start, so no serving call takes
+ * a page fault in them; pools of 2 MiB or more ask for transparent huge
+ * pages.
  * @since 0.1.0
  */
 KVC_API kvc_status_t kvc_config_set_device(kvc_config_t *config,

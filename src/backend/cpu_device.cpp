@@ -99,7 +99,8 @@ void* CpuDevice::reserve(uint64_t max_bytes, uint64_t bytes) {
     const uint64_t page = uint64_t(sysconf(_SC_PAGESIZE));
     const uint64_t tail = round_up(max_bytes, page);
     if (p > raw) munmap(raw, uint64_t(p - raw));
-    if (raw + max_bytes + slack > p + tail) munmap(p + tail, uint64_t(raw + max_bytes + slack - (p + tail)));
+    unsigned char* const end = raw + max_bytes + slack;
+    if (end > p + tail) munmap(p + tail, uint64_t(end - (p + tail)));
     advise_huge(p, tail);
   }
   if (bytes != 0 && mprotect(p, bytes, PROT_READ | PROT_WRITE) != 0) {

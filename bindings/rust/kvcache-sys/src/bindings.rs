@@ -287,6 +287,12 @@ extern "C" {
 extern "C" {
     #[doc = " @brief Device of the primary pool: KVC_DEVICE_CPU (ordinal must be 0) or"]
     #[doc = "        KVC_DEVICE_CUDA with a device ordinal >= 0."]
+    #[doc = ""]
+    #[doc = " On KVC_DEVICE_CPU the pools (and the host tier's) are host memory backed"]
+    #[doc = " at kvc_cache_create (a growable pool: as far as it is backed, and as it"]
+    #[doc = " grows): every page is resident from the start, so no serving call takes"]
+    #[doc = " a page fault in them; pools of 2 MiB or more ask for transparent huge"]
+    #[doc = " pages."]
     #[doc = " @since 0.1.0"]
     pub fn kvc_config_set_device(
         config: *mut kvc_config_t,
