@@ -25,12 +25,7 @@ constexpr uint64_t kHugePage = uint64_t(2) << 20;
 uint64_t round_up(uint64_t bytes, uint64_t to) { return (bytes + to - 1) / to * to; }
 
 void advise_huge(void* p, uint64_t bytes) {
-#if defined(MADV_HUGEPAGE)
   if (bytes >= kHugePage) (void)madvise(p, bytes, MADV_HUGEPAGE);  // a hint: failure is fine
-#else
-  (void)p;
-  (void)bytes;
-#endif
 }
 
 // Writes a byte of each page of [p, p + bytes) so that the pages are backed

@@ -171,8 +171,7 @@ void Sequences::remove(uint64_t id) {
   if (stores_ != nullptr) stores_->requeue_deferred_if_any();
 }
 
-std::unique_ptr<Sequence> Sequences::new_sequence(uint64_t tokens) {
-  if (spares_.empty()) return std::make_unique<Sequence>();
+size_t Sequences::spare_for(uint64_t tokens) const {
   // The smallest that holds `tokens`, else the largest: big prompts keep
   // finding the big buffers earlier big prompts touched.
   size_t best = 0;
@@ -181,6 +180,12 @@ std::unique_ptr<Sequence> Sequences::new_sequence(uint64_t tokens) {
     const bool fits = cap >= tokens, best_fits = b >= tokens;
     if (fits ? !best_fits || cap < b : !best_fits && cap > b) best = i;
   }
+  return best;
+}
+
+std::unique_ptr<Sequence> Sequences::new_sequence(uint64_t tokens) {
+  if (spares_.empty()) return std::make_unique<Sequence>();
+  const size_t best = spare_for(tokens);
   std::unique_ptr<Sequence> s = std::move(spares_[best]);
   spares_[best] = std::move(spares_.back());
   spares_.pop_back();
@@ -188,12 +193,8 @@ std::unique_ptr<Sequence> Sequences::new_sequence(uint64_t tokens) {
 }
 
 void Sequences::grow_slow(std::vector<int32_t>& v, uint64_t n) {
-  size_t best = spares_.size();
-  for (size_t i = 0; i < spares_.size(); ++i) {
-    const uint64_t cap = spares_[i]->tokens.capacity();
-    if (cap >= n && (best == spares_.size() || cap < spares_[best]->tokens.capacity())) best = i;
-  }
-  if (best == spares_.size()) {
+  const size_t best = spares_.empty() ? 0 : spare_for(n);
+  if (spares_.empty() || spares_[best]->tokens.capacity() < n) {
     v.reserve(std::max<uint64_t>(n, 2 * v.capacity()));
     return;
   }

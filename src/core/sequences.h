@@ -218,6 +218,9 @@ class Sequences {
   // recycled one whose token capacity fits best (its vectors keep their
   // capacity), else a new one. May allocate.
   std::unique_ptr<Sequence> new_sequence(uint64_t tokens);
+  // The spare whose token capacity is the smallest that holds `tokens`,
+  // else the largest (spares_ not empty).
+  size_t spare_for(uint64_t tokens) const;
   // A removed sequence, kept for reuse while fewer than kSpares wait.
   void recycle(std::unique_ptr<Sequence> s);
   static constexpr size_t kSpares = 128;
