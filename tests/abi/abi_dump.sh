@@ -58,8 +58,7 @@ abi-dumper "$work/build/libkvcache.so" -o "$out" -lver "$version" \
   -public-headers "$work/headers" -quiet >/dev/null
 # Every function of the version script must be in the dump with its types:
 # one defined outside src/capi is not in this library.
-exported=$(awk '/global:/{g=1; next} /local:|}/{g=0} g && /;/ {gsub(/[ \t;]/,""); if ($0 ~ /^kvc_/) print}' \
-  "$work/tree/src/kvcache.map" | sort -u)
+exported=$("$(dirname "$0")/version_script_names.sh" "$work/tree/src/kvcache.map" | grep '^kvc_')
 dumped=$(grep -oE "'ShortName' => 'kvc_[a-z0-9_]+'" "$out" | sed "s/.*=> '\(.*\)'/\1/" | sort -u)
 missing=$(comm -23 <(echo "$exported") <(echo "$dumped"))
 if [ -n "$missing" ]; then

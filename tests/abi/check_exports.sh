@@ -8,10 +8,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail=0
 
-# Names listed under "global:" in any node of the script (a section ends at
-# "local:" or at the node's closing brace: "} KVCACHE_0.1;" is no name).
-awk '/global:/{g=1; next} /local:|}/{g=0} g && /;/ {gsub(/[ \t;]/,""); if ($0 != "") print}' "$map" |
-  sort >"$work/expected"
+"$(dirname "$0")/version_script_names.sh" "$map" >"$work/expected"
 # Defined dynamic symbols, minus the version-node marker symbols.
 nm -D --defined-only "$lib" | awk '$2 != "A" {print $3}' | sed 's/@.*//' | sort >"$work/actual"
 
