@@ -10,12 +10,16 @@
 //   the same in a cache of 10^7 blocks                           <= 100 us
 // (issue 24), and, with no target, the add with cold caches (with and
 // without chains in consecutive node ids), a refused add, the first of
-// the new 128K adds, and creation: time and resident bytes per block.
+// the new 128K adds, creation (time and resident bytes per block), and
+// the host tier's moves: an add that offloads 1000 blocks (1000 host
+// nodes leaving the tree to make room) and one that onboards 999 (issue
+// 24's 12M + host row spends its extra time there).
 #include <benchmark/benchmark.h>
 
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <cstdio>
 #include <fstream>
@@ -175,6 +179,86 @@ void BM_Evict1000(benchmark::State& state) {
   kvc_cache_destroy(cache);
 }
 BENCHMARK(BM_Evict1000)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// The host tier (issue 24: the Mooncake trace's 12M + host row spends most
+// of its extra time moving blocks between the tiers). A 10^6-block cache
+// with a host tier of 2 x 10^6 blocks, both full of 1000-block prompts
+// (seeds kHostSeed + i, i < kHostPrompts: the newest 1000 in the primary
+// pools, the 2000 before them in the host tier, the oldest evicted).
+constexpr uint32_t kMoved = 1000;  // blocks a prompt
+constexpr uint64_t kHostBlocks = 2 * kBlocks;
+constexpr uint32_t kHostSeed = 2000000;
+constexpr uint32_t kHostPrompts = 3500;
+
+kvc_cache_t* full_host_cache() {
+  kvc_cache_t* cache = cache_of(kBlocks, 0, kHostBlocks);
+  for (uint32_t i = 0; i < kHostPrompts; ++i)
+    cache_prompt(cache, kHostSeed + i, prompt(kHostSeed + i, kMoved * kTokensPerBlock));
+  return cache;
+}
+
+// Times the add of each prompt `next()` names (removed after), in a full
+// host-tier cache; reports each add's offloads, onboards and host
+// evictions, which must be about `offloads`, `onboards` and
+// `host_evictions`.
+template <class Next>
+void time_host_adds(benchmark::State& state, Next&& next, double offloads, double onboards,
+                    double host_evictions) {
+  kvc_cache_t* cache = full_host_cache();
+  kvc_cache_stats_t before = KVC_CACHE_STATS_INIT, after = KVC_CACHE_STATS_INIT;
+  CHECK_OK(kvc_cache_get_stats(cache, &before));
+  uint64_t id = 1, iterations = 0;
+  Clock clock;
+  double wall = 0;
+  for (auto _ : state) {
+    const auto p = prompt(next(), kMoved * kTokensPerBlock);
+    clock.start();
+    CHECK_OK(kvc_sequence_add(cache, id, p.data(), p.size(), nullptr, nullptr, nullptr));
+    state.SetIterationTime(clock.stop(&wall));
+    CHECK_OK(kvc_sequence_commit(cache, id, p.size()));
+    CHECK_OK(kvc_sequence_remove(cache, id));
+    ++id;
+    ++iterations;
+  }
+  CHECK_OK(kvc_cache_get_stats(cache, &after));
+  const double n = double(iterations);
+  const double off = double(after.offloaded_blocks - before.offloaded_blocks) / n;
+  const double on = double(after.onboarded_blocks - before.onboarded_blocks) / n;
+  // Every tree eviction is a host node's here: a primary victim moves.
+  const double gone = double(after.evicted_blocks - before.evicted_blocks) / n;
+  state.counters["offloaded_per_add"] = off;
+  state.counters["onboarded_per_add"] = on;
+  state.counters["host_evicted_per_add"] = gone;
+  report_wall(state, wall);
+  // Within 1% of a prompt's blocks: now and then a prompt of the row finds
+  // a block of another in the tree (its generator's sequences overlap).
+  const double slack = 0.01 * kMoved;
+  if (std::abs(off - offloads) > slack || std::abs(on - onboards) > slack ||
+      std::abs(gone - host_evictions) > slack)
+    state.SkipWithError("not the moves this row times");
+  kvc_cache_destroy(cache);
+}
+
+// An add of a new 1000-block prompt: its 1000 blocks come from the primary
+// pools' 1000 oldest cached blocks, which move to the host tier, whose
+// 1000 oldest leave the tree.
+void BM_Offload1000(benchmark::State& state) {
+  uint32_t seed = kHostSeed + kHostPrompts;
+  time_host_adds(state, [&] { return seed++; }, kMoved, 0, kMoved);
+}
+BENCHMARK(BM_Offload1000)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// An add of a prompt whose blocks are in the host tier (the newest there
+// first): 999 are copied back (the last block is computed, as the last
+// prompt token always is), into blocks the 1000 oldest primary blocks
+// leave by moving to the host tier; the host blocks the previous add
+// copied back make room for them (no host eviction).
+void BM_Onboard1000(benchmark::State& state) {
+  uint32_t i = kHostPrompts - 1000;
+  time_host_adds(state, [&] { return kHostSeed + --i; }, kMoved, kMoved - 1, 0);
+}
+// At most 1500 adds: the host tier's prompts run out at 2000.
+BENCHMARK(BM_Onboard1000)->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(1500);
 
 void BM_ChainedHash16(benchmark::State& state) {
   const std::vector<int32_t> p = prompt(3, kPromptTokens);
@@ -351,6 +435,8 @@ int main(int argc, char** argv) {
   info("the add, cold: another of 64 cached prompts a call", "BM_AddCached32KCold/");
   info("the cold add, no chain in consecutive node ids", "BM_AddCached32KInterleaved/");
   info("an add refused for lack of blocks (C API)", "BM_AddRefused");
+  info("add offloading 1000 blocks to a full host tier", "BM_Offload1000/");
+  info("add onboarding 999 blocks from the host tier", "BM_Onboard1000/");
   info("create a cache of 10^6 blocks", "BM_Create/1000000/");
   info("create a cache of 10^7 blocks", "BM_Create/10000000/");
   benchmark::Shutdown();

@@ -29,8 +29,9 @@ constexpr uint32_t kPromptTokens = kPromptBlocks * kTokensPerBlock;  // 32768
   } while (0)
 
 // `blocks` blocks of 16 tokens; one fp8 layer with K == V keeps the pool at
-// 16 bytes a block. event_ring != 0: events on, with a ring of that many events.
-inline kvc_cache_t* cache_of(uint64_t blocks, uint32_t event_ring = 0) {
+// 16 bytes a block. event_ring != 0: events on, with a ring of that many
+// events. host_blocks != 0: a host tier of that many blocks.
+inline kvc_cache_t* cache_of(uint64_t blocks, uint32_t event_ring = 0, uint64_t host_blocks = 0) {
   kvc_config_t* c = nullptr;
   CHECK_OK(kvc_config_create(&c));
   CHECK_OK(kvc_config_set_num_layers(c, 1));
@@ -41,6 +42,7 @@ inline kvc_cache_t* cache_of(uint64_t blocks, uint32_t event_ring = 0) {
   CHECK_OK(kvc_config_set_tokens_per_block(c, kTokensPerBlock));
   CHECK_OK(kvc_config_set_max_tokens(c, blocks * kTokensPerBlock));
   CHECK_OK(kvc_config_set_event_buffer_size(c, event_ring));
+  if (host_blocks != 0) CHECK_OK(kvc_config_set_host_cache_bytes(c, host_blocks * kTokensPerBlock));
   kvc_cache_t* cache = nullptr;
   CHECK_OK(kvc_cache_create(c, &cache));
   kvc_config_destroy(c);
