@@ -36,6 +36,7 @@ class BigArray {
   ~BigArray() { release(); }
 
   size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
   T* data() { return data_; }
   const T* data() const { return data_; }
   T& operator[](size_t i) { return data_[i]; }

@@ -22,7 +22,7 @@ HostTier::HostTier(const GroupLayout& layout, const LayerGrouping& grouping, Pre
       policy_(index.tree().id_bound()),
       min_priority_(min_priority) {
   for (const auto& m : ranks.host_pools(0)) pools_.emplace_back(m->num_blocks(), m->num_blocks());
-  marks_.assign(tree_.id_bound(), Marks());
+  marks_ = BigArray<Marks>(tree_.id_bound());
   excluded_bits_.assign((uint64_t(tree_.id_bound()) + 63) / 64, 0);
 }
 

@@ -221,7 +221,7 @@ class HostTier final : public Tier {
     uint32_t gone_host = 0;     // host children chosen as host victims
     bool none() const { return gone_primary == 0 && gone_host == 0; }
   };
-  std::vector<Marks> marks_;
+  BigArray<Marks> marks_;
   // The nodes the call holds (never victims), one bit a node: this table
   // (id_bound / 8 bytes) stays in cache, where marking them in marks_ cost
   // a random line per held node (a long cached prompt holds thousands).

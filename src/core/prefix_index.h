@@ -211,7 +211,7 @@ class PrefixIndex {
   const Residency& residency_;
   RadixTree tree_;
   ScopeTable scopes_;
-  std::vector<uint32_t> tier_children_;  // per node
+  BigArray<uint32_t> tier_children_;  // per node
   EventLog* events_ = nullptr;
   StoreKeys* store_keys_ = nullptr;
   const std::vector<uint64_t>* stamps_ = nullptr;  // write-through stamps (set_write_stamps)

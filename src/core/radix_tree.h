@@ -320,13 +320,13 @@ class RadixTree {
   uint32_t stride_;     // words per record (a multiple of 8)
   BigArray<TreeNode> nodes_;
   BigArray<uint32_t> records_;  // stride_ words per node, 32-byte aligned
-  std::vector<uint32_t> holders_;  // per node (windowed-only models)
+  BigArray<uint32_t> holders_;  // per node (windowed-only models)
   struct ChildLinks {
     uint32_t first_child = kNoNode;
     uint32_t next_sibling = kNoNode;
     uint32_t prev_sibling = kNoNode;
   };
-  std::vector<ChildLinks> links_;  // per node, with track_children
+  BigArray<ChildLinks> links_;  // per node, with track_children
   // Free node ids (spare ones included: there is always one while the
   // tree is not full): a bit each (set: free), and a bit per word of those
   // (set: the word has a free id), by which a search skips full words.
