@@ -28,8 +28,9 @@ HostTier::HostTier(const GroupLayout& layout, const LayerGrouping& grouping, Pre
 
 uint64_t HostTier::count_held(const std::vector<uint32_t>& nodes, uint32_t partial) const {
   uint64_t n = 0;
-  for (uint32_t node : nodes) n += in_host(node) ? 1 : 0;
-  if (partial != kNoNode && in_host(partial)) ++n;
+  // (The nodes of an add's match: their records are in cache.)
+  for (uint32_t node : nodes) n += tree_.tier(node) == kHostTier ? 1 : 0;
+  if (partial != kNoNode && tree_.tier(partial) == kHostTier) ++n;
   return n;
 }
 
@@ -60,8 +61,8 @@ void HostTier::prepare(const Reservation& r, void* stream) {
   const uint32_t partial = r.partial;
   onboards_.clear();
   for (uint32_t n : held)
-    if (in_host(n)) onboards_.push_back(n);
-  if (partial != kNoNode && in_host(partial)) onboards_.push_back(partial);
+    if (tree_.tier(n) == kHostTier) onboards_.push_back(n);
+  if (partial != kNoNode && tree_.tier(partial) == kHostTier) onboards_.push_back(partial);
   victims_.clear();
   slot_victims_.clear();
   host_victims_.clear();
@@ -228,7 +229,7 @@ void HostTier::offload_node(uint32_t node, const uint32_t* host_blocks, uint32_t
     host.release(host_blocks[g]);  // cached
     index_.set_block(node, g, host_blocks[g]);
   }
-  t.tier = kHostTier;
+  index_.set_tier(node, kHostTier);
   if (EventLog* ev = index_.events())
     ev->tier_changed(node, KVC_TIER_HOST, index_.group_mask(node), t.priority);
   index_.add_tier_child(t.parent);
@@ -247,7 +248,7 @@ void HostTier::onboard_node(uint32_t node, const uint32_t* blocks) {
     residency_.cache_taken(g, blocks[g], node);
     index_.set_block(node, g, blocks[g]);
   }
-  t.tier = kPrimaryTier;
+  index_.set_tier(node, kPrimaryTier);
   if (EventLog* ev = index_.events())
     ev->tier_changed(node, KVC_TIER_PRIMARY, index_.group_mask(node), t.priority);
   index_.drop_tier_child(t.parent);
@@ -266,7 +267,7 @@ void HostTier::adopt(uint32_t node, const uint32_t* blocks) {
   }
   if (layout_.anchors.empty()) ++index_.holders(node);  // the sequence names it
   TreeNode& t = index_.node(node);
-  t.tier = kPrimaryTier;
+  index_.set_tier(node, kPrimaryTier);
   if (EventLog* ev = index_.events())
     ev->tier_changed(node, KVC_TIER_PRIMARY, index_.group_mask(node), t.priority);
   index_.drop_tier_child(t.parent);  // the parent is held: not queued

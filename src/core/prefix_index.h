@@ -119,6 +119,8 @@ class PrefixIndex {
     check_unstamped(n, "given another block");
     tree_.set_block(n, g, blk);
   }
+  // Moves a node to another tier (TreeNode::tier and its record's copy).
+  void set_tier(uint32_t n, uint8_t tier) { tree_.set_tier(n, tier); }
   uint32_t& holders(uint32_t n) { return tree_.holders(n); }
   // Children of `node` that live in another tier.
   uint32_t tier_children(uint32_t node) const { return tier_children_[node]; }

@@ -166,7 +166,7 @@ uint32_t RadixTree::find(uint32_t parent, uint32_t scope, const int32_t* tokens,
     return r[head_at_ + kParent] == parent && r[head_at_ + kScope] == scope &&
            r[head_at_ + kNumTokens] == num_tokens &&
            std::memcmp(this->tokens(n), tokens, size_t(num_tokens) * sizeof(int32_t)) == 0 &&
-           (r[head_at_ + kHasExtra] != 0 ? nodes_[n].extra == extra : extra.empty());
+           ((r[head_at_ + kFlags] & kHasExtraKeys) != 0 ? nodes_[n].extra == extra : extra.empty());
   };
   // The chain successor, in no table.
   if (parent != kRoot && uint64_t(parent) + 1 < id_bound() && is_key(parent + 1)) return parent + 1;
@@ -235,7 +235,8 @@ void RadixTree::match_full_blocks(uint32_t parent, uint64_t parent_hash, const K
     for (uint32_t at = 64; at + 64 <= last_byte; at += 64) __builtin_prefetch(r + at);
   };
   // What a full block's record head must hold, compared as two 8-byte
-  // words: (parent, scope), then (tokens_per_block tokens, no extra keys).
+  // words: (parent, scope), then (tokens_per_block tokens, no extra keys),
+  // the flags' tier left out.
   auto pair = [](uint32_t lo, uint32_t hi) {
     const uint32_t w[2] = {lo, hi};
     uint64_t v;
@@ -244,7 +245,8 @@ void RadixTree::match_full_blocks(uint32_t parent, uint64_t parent_hash, const K
   };
   uint64_t key = pair(parent, scope);
   const uint64_t want_len = pair(T, 0);
-  static_assert(kScope == kParent + 1 && kNumTokens == kParent + 2 && kHasExtra == kParent + 3,
+  const uint64_t len_compared = pair(~uint32_t(0), kFlagsCompared);
+  static_assert(kScope == kParent + 1 && kNumTokens == kParent + 2 && kFlags == kParent + 3,
                 "head word order");
   // `sixteen`: std::true_type when blocks have 16 tokens (one compare
   // sequence, compiled apart), std::false_type for any other size.
@@ -252,7 +254,7 @@ void RadixTree::match_full_blocks(uint32_t parent, uint64_t parent_hash, const K
     const uint32_t* r = records + n * stride;
     uint64_t h[2];
     std::memcpy(h, r + head + kParent, sizeof(h));
-    if (h[0] != key || h[1] != want_len) return false;
+    if (h[0] != key || (h[1] & len_compared) != want_len) return false;
     const int32_t* have = reinterpret_cast<const int32_t*>(r);
     if constexpr (decltype(sixteen)::value) return same_16_tokens(have, want);
     else return std::memcmp(have, want, size_t(T) * sizeof(int32_t)) == 0;
@@ -393,7 +395,7 @@ uint32_t RadixTree::insert(const BlockKey& key, const uint32_t* blocks) {
   r[head_at_ + kParent] = parent;
   r[head_at_ + kScope] = key.scope;
   r[head_at_ + kNumTokens] = key.num_tokens;
-  r[head_at_ + kHasExtra] = has_extra ? 1 : 0;
+  r[head_at_ + kFlags] = (has_extra ? kHasExtraKeys : 0) | uint32_t(kPrimaryTier) << kTierShift;
   for (uint32_t g = 0; g < num_groups_; ++g) r[blocks_at_ + g] = blocks[g];
   link_child(id, parent);
   if (in_tables) table_insert_node(id, key.hash, t.first_tag);

@@ -179,6 +179,17 @@ class RadixTree {
   // A windowed group's slot empties (kNoBlock) when its block is evicted; a
   // node moving between tiers takes blocks of the other tier's pools.
   void set_block(uint32_t id, uint32_t group, uint32_t block) { record(id)[blocks_at_ + group] = block; }
+  // A live node's tier (TreeNode::tier) read from its record: where a
+  // lookup's nodes are checked one by one (the host tier's onboards, an
+  // add's count of the cached blocks it takes), their records are in cache
+  // and their TreeNode lines are not.
+  uint8_t tier(uint32_t id) const { return uint8_t(record(id)[head_at_ + kFlags] >> kTierShift); }
+  // Moves a node to another tier: TreeNode::tier and its record's copy.
+  void set_tier(uint32_t id, uint8_t tier) {
+    nodes_[id].tier = tier;
+    uint32_t& flags = record(id)[head_at_ + kFlags];
+    flags = (flags & kFlagsCompared) | uint32_t(tier) << kTierShift;
+  }
   // Sequences whose published block list names this node, in a model whose
   // groups are all windowed (no full group anchors nodes by its blocks).
   uint32_t& holders(uint32_t id) { return holders_[id]; }
@@ -291,8 +302,14 @@ class RadixTree {
  private:
   uint32_t max_nodes_;  // live nodes the tree may hold besides the root
   // A node's lookup record, in 32-bit words: tokens_per_block tokens, then
-  // parent, scope, num_tokens, has_extra, then one block id per group.
-  enum : uint32_t { kParent = 0, kScope = 1, kNumTokens = 2, kHasExtra = 3, kHeadWords = 4 };
+  // parent, scope, num_tokens, flags, then one block id per group. Flags:
+  // bit 0 set when the node has extra keys (kHasExtraKeys); bits 8-15 its
+  // tier, a copy of TreeNode::tier on the line a lookup has just read
+  // (tier()), which the lookup's compares leave out (kFlagsCompared).
+  enum : uint32_t { kParent = 0, kScope = 1, kNumTokens = 2, kFlags = 3, kHeadWords = 4 };
+  static constexpr uint32_t kHasExtraKeys = 1;
+  static constexpr uint32_t kTierShift = 8;
+  static constexpr uint32_t kFlagsCompared = ~(uint32_t(0xff) << kTierShift);
   const void* blocks_line(uint32_t id) const { return record(id) + blocks_at_; }
   const uint32_t* record(uint32_t id) const { return records_.data() + uint64_t(id) * stride_; }
   uint32_t* record(uint32_t id) { return records_.data() + uint64_t(id) * stride_; }
@@ -420,7 +437,7 @@ KVC_ALWAYS_INLINE uint32_t RadixTree::insert_plain(uint32_t parent, uint32_t sco
   uint32_t* r = record(id);
   if (T == 16) std::memcpy(r, tokens, 16 * sizeof(int32_t));
   else std::memcpy(r, tokens, size_t(T) * sizeof(int32_t));
-  const uint32_t head[kHeadWords] = {parent, scope, T, 0};
+  const uint32_t head[kHeadWords] = {parent, scope, T, uint32_t(kPrimaryTier) << kTierShift};
   std::memcpy(r + head_at_, head, sizeof(head));
   for (uint32_t g = 0; g < num_groups_; ++g) r[blocks_at_ + g] = blocks[g];
   link_child(id, parent);

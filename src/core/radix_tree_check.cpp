@@ -26,6 +26,9 @@ void RadixTree::check_tables() const {
   for (uint32_t n = 1; n < bound; ++n) {
     const TreeNode& t = nodes_[n];
     if (!t.live) continue;
+    if (tier(n) != t.tier)
+      broken("tree node " + std::to_string(n) + "'s record names tier " + std::to_string(tier(n)) +
+             ", its node " + std::to_string(t.tier));
     if (tabled(n, t.parent)) {
       ++tabled_live;
       if (t.first_tag != first_tag_of(t.parent, t.scope, tokens(n)[0]))

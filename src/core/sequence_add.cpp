@@ -117,9 +117,9 @@ bool Sequences::plan_add(const int32_t* tokens, uint64_t n, const std::string& s
     uint64_t& taken = r.taken[layout_.group_pool[g]];
     for (uint64_t b = uint64_t(plan.window_begin[g]); b < full; ++b) {
       const uint32_t node = m.full[b];
-      if (index_.in_primary(node)) taken += pool.info(tree_.block(node, g)).ref == 0 ? 1 : 0;
+      if (tree_.tier(node) == kPrimaryTier) taken += pool.info(tree_.block(node, g)).ref == 0 ? 1 : 0;
     }
-    if (m.partial != kNoNode && index_.in_primary(m.partial))
+    if (m.partial != kNoNode && tree_.tier(m.partial) == kPrimaryTier)
       taken += pool.info(tree_.block(m.partial, g)).ref == 0 ? 1 : 0;
   }
   return residency_.have_blocks(r);

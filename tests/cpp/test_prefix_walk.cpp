@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "base/error.h"
 #include "core/block_hash.h"
 #include "core/key_builder.h"
 #include "core/radix_tree.h"
@@ -130,6 +131,52 @@ TEST(PrefixWalkTest, ErasedSuccessorIsNotFound) {
   tree.match_full_blocks(RadixTree::kRoot, 0, kScope, kScopeDigest, p.data(), n, walked);
   EXPECT_EQ(walked, w.by_find(p, n));
   EXPECT_EQ(walked.size(), n);
+}
+
+// A node's tier is copied into its record's flags (RadixTree::tier, read
+// where the record is in cache): the walk and find() leave it out of the
+// key, so a node found before a move to another tier is found after it,
+// and a node with extra keys keeps them.
+TEST(PrefixWalkTest, ATiersCopyInTheRecordIsNoPartOfTheKey) {
+  const uint32_t T = 16, n = 100;
+  RadixTree tree(200, T, 1);
+  Walker w{tree, T};
+  std::vector<int32_t> p(n * T);
+  for (size_t i = 0; i < p.size(); ++i) p[i] = int32_t(i % 7);
+  w.publish(p, n);
+  std::vector<uint32_t> all;
+  tree.match_full_blocks(RadixTree::kRoot, 0, kScope, kScopeDigest, p.data(), n, all);
+  ASSERT_EQ(all.size(), n);
+  // A block with extra keys under the chain's last node.
+  const std::vector<int32_t> tail(T, 5);
+  const std::string extra = "image-7";
+  const uint64_t tail_hash = 0xe7;
+  const uint32_t block = 999;
+  const uint32_t with_extra =
+      tree.insert(BlockKey{all.back(), kScope, tail.data(), T, &extra, tail_hash}, &block);
+  for (uint32_t b = 0; b < n; b += 2) tree.set_tier(all[b], 1);
+  tree.set_tier(with_extra, 1);
+  for (uint32_t b = 0; b < n; ++b) {
+    EXPECT_EQ(tree.tier(all[b]), b % 2 == 0 ? 1 : 0) << "block " << b;
+    EXPECT_EQ(tree.tier(all[b]), tree.node(all[b]).tier) << "block " << b;
+  }
+  std::vector<uint32_t> walked;
+  tree.match_full_blocks(RadixTree::kRoot, 0, kScope, kScopeDigest, p.data(), n, walked);
+  EXPECT_EQ(walked, all);
+  EXPECT_EQ(w.by_find(p, n), all);
+  EXPECT_EQ(tree.find(all.back(), kScope, tail.data(), T, extra, tail_hash), with_extra);
+  EXPECT_EQ(tree.find(all.back(), kScope, tail.data(), T, std::string(), tail_hash), kNoNode);
+  EXPECT_NO_THROW(tree.check_tables());
+  for (uint32_t b = 0; b < n; b += 2) tree.set_tier(all[b], 0);
+  tree.set_tier(with_extra, 0);
+  EXPECT_EQ(tree.tier(with_extra), 0);
+  EXPECT_EQ(tree.find(all.back(), kScope, tail.data(), T, extra, tail_hash), with_extra);
+  walked.clear();
+  tree.match_full_blocks(RadixTree::kRoot, 0, kScope, kScopeDigest, p.data(), n, walked);
+  EXPECT_EQ(walked, all);
+  // A copy that disagrees with the node is an invariant the checker names.
+  tree.node(all[3]).tier = 1;
+  EXPECT_THROW(tree.check_tables(), Error);
 }
 
 }  // namespace
