@@ -148,29 +148,40 @@ void BM_DecodeStep512(benchmark::State& state) {
 }
 BENCHMARK(BM_DecodeStep512)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
-void BM_Evict1000(benchmark::State& state) {
-  kvc_cache_t* cache = big_cache();
-  fill(cache, 1);
-  constexpr uint32_t kEvict = 1000;
-  uint32_t seed = 900000;
-  uint64_t id = 1;
-  // Warm up until the pool has no free block left.
-  cache_prompt(cache, id++, prompt(seed++, kEvict * kTokensPerBlock));
-  kvc_cache_stats_t before = KVC_CACHE_STATS_INIT, after = KVC_CACHE_STATS_INIT;
-  CHECK_OK(kvc_cache_get_stats(cache, &before));
+// Times, in each iteration, the add of a new prompt of `tokens` tokens
+// (seed next()), committed and removed after it outside the timed region,
+// with sequence ids from `id`; returns the iterations and adds the wall
+// seconds to *wall.
+template <class Next>
+uint64_t time_new_adds(benchmark::State& state, kvc_cache_t* cache, uint64_t id,
+                       uint32_t tokens, Next&& next, double* wall) {
   uint64_t iterations = 0;
   Clock clock;
-  double wall = 0;
   for (auto _ : state) {
-    const auto p = prompt(seed++, kEvict * kTokensPerBlock);
+    const auto p = prompt(next(), tokens);
     clock.start();
     CHECK_OK(kvc_sequence_add(cache, id, p.data(), p.size(), nullptr, nullptr, nullptr));
-    state.SetIterationTime(clock.stop(&wall));
+    state.SetIterationTime(clock.stop(wall));
     CHECK_OK(kvc_sequence_commit(cache, id, p.size()));
     CHECK_OK(kvc_sequence_remove(cache, id));
     ++id;
     ++iterations;
   }
+  return iterations;
+}
+
+void BM_Evict1000(benchmark::State& state) {
+  kvc_cache_t* cache = big_cache();
+  fill(cache, 1);
+  constexpr uint32_t kEvict = 1000;
+  uint32_t seed = 900000;
+  // Warm up until the pool has no free block left.
+  cache_prompt(cache, 1, prompt(seed++, kEvict * kTokensPerBlock));
+  kvc_cache_stats_t before = KVC_CACHE_STATS_INIT, after = KVC_CACHE_STATS_INIT;
+  CHECK_OK(kvc_cache_get_stats(cache, &before));
+  double wall = 0;
+  const uint64_t iterations =
+      time_new_adds(state, cache, 2, kEvict * kTokensPerBlock, [&] { return seed++; }, &wall);
   CHECK_OK(kvc_cache_get_stats(cache, &after));
   const double per_add = double(after.evicted_blocks - before.evicted_blocks) / double(iterations);
   state.counters["evicted_per_add"] = per_add;
@@ -197,31 +208,18 @@ kvc_cache_t* full_host_cache() {
   return cache;
 }
 
-// Times the add of each prompt `next()` names (removed after), in a full
-// host-tier cache; reports each add's offloads, onboards and host
-// evictions, which must be about `offloads`, `onboards` and
-// `host_evictions`.
+// time_new_adds of the prompts next() names in a full host-tier cache;
+// reports each add's offloads, onboards and host evictions, which must be
+// about `offloads`, `onboards` and `host_evictions`.
 template <class Next>
 void time_host_adds(benchmark::State& state, Next&& next, double offloads, double onboards,
                     double host_evictions) {
   kvc_cache_t* cache = full_host_cache();
   kvc_cache_stats_t before = KVC_CACHE_STATS_INIT, after = KVC_CACHE_STATS_INIT;
   CHECK_OK(kvc_cache_get_stats(cache, &before));
-  uint64_t id = 1, iterations = 0;
-  Clock clock;
   double wall = 0;
-  for (auto _ : state) {
-    const auto p = prompt(next(), kMoved * kTokensPerBlock);
-    clock.start();
-    CHECK_OK(kvc_sequence_add(cache, id, p.data(), p.size(), nullptr, nullptr, nullptr));
-    state.SetIterationTime(clock.stop(&wall));
-    CHECK_OK(kvc_sequence_commit(cache, id, p.size()));
-    CHECK_OK(kvc_sequence_remove(cache, id));
-    ++id;
-    ++iterations;
-  }
+  const double n = double(time_new_adds(state, cache, 1, kMoved * kTokensPerBlock, next, &wall));
   CHECK_OK(kvc_cache_get_stats(cache, &after));
-  const double n = double(iterations);
   const double off = double(after.offloaded_blocks - before.offloaded_blocks) / n;
   const double on = double(after.onboarded_blocks - before.onboarded_blocks) / n;
   // Every tree eviction is a host node's here: a primary victim moves.
