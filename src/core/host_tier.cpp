@@ -28,9 +28,8 @@ HostTier::HostTier(const GroupLayout& layout, const LayerGrouping& grouping, Pre
 
 uint64_t HostTier::count_held(const std::vector<uint32_t>& nodes, uint32_t partial) const {
   uint64_t n = 0;
-  // (The nodes of an add's match: their records are in cache.)
-  for (uint32_t node : nodes) n += tree_.tier(node) == kHostTier ? 1 : 0;
-  if (partial != kNoNode && tree_.tier(partial) == kHostTier) ++n;
+  for (uint32_t node : nodes) n += matched_in_host(node) ? 1 : 0;
+  if (partial != kNoNode && matched_in_host(partial)) ++n;
   return n;
 }
 
@@ -61,8 +60,8 @@ void HostTier::prepare(const Reservation& r, void* stream) {
   const uint32_t partial = r.partial;
   onboards_.clear();
   for (uint32_t n : held)
-    if (tree_.tier(n) == kHostTier) onboards_.push_back(n);
-  if (partial != kNoNode && tree_.tier(partial) == kHostTier) onboards_.push_back(partial);
+    if (matched_in_host(n)) onboards_.push_back(n);
+  if (partial != kNoNode && matched_in_host(partial)) onboards_.push_back(partial);
   victims_.clear();
   slot_victims_.clear();
   host_victims_.clear();

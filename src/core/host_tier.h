@@ -73,6 +73,9 @@ class HostTier final : public Tier {
 
  private:
   bool in_host(uint32_t node) const { return tree_.node(node).tier == kHostTier; }
+  // The same from the node's record (RadixTree::tier): for the nodes of an
+  // add's match, whose records are in cache and TreeNode lines are not.
+  bool matched_in_host(uint32_t node) const { return tree_.tier(node) == kHostTier; }
   // prepare's plan (host_tier_plan.cpp): the victims that free r.sets block
   // sets, each anchor victim's fate, the host nodes that make room.
   void plan_victims(const Reservation& r);
