@@ -271,6 +271,20 @@ func (c *Cache) AdvanceClock(milliseconds uint64) error {
 	})
 }
 
+// MakeRoom evicts cached blocks ahead of need until blockSets block sets
+// are free, as the next adds and extends would (the same victims; a host
+// tier takes those at or above its offload priority, its copies on
+// stream); call it while the device runs a step. Blocks in use never go:
+// asking for more than the cached blocks can free is no error. It returns
+// the block sets free afterwards (kvc_cache_make_room).
+func (c *Cache) MakeRoom(blockSets uint64, stream Stream) (free uint64, err error) {
+	const op = "kvc_cache_make_room"
+	return withCache(c, op, func(h kvc.Cache) (uint64, error) {
+		err = kvc.Kvc_cache_make_room(h, blockSets, uintptr(stream), &free)
+		return free, wrap(op, err)
+	})
+}
+
 // ResetReuse evicts every cached block; it fails with StatusInvalidState
 // while any block is in use.
 func (c *Cache) ResetReuse() error {

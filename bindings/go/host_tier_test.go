@@ -50,3 +50,40 @@ func TestHostTierOffloadAndOnboard(t *testing.T) {
 	}
 	must(t, c.Check())
 }
+
+// MakeRoom evicts ahead: the cached prompt goes to the host tier before an
+// add needs its blocks, and comes back on a hit.
+func TestMakeRoomEvictsAheadIntoTheHostTier(t *testing.T) {
+	const setBytes = 2 * 2 * 4 * 2 * 64 * 4
+	c := newCache(t, 16, func(cfg *kvcache.Config) {
+		must(t, cfg.SetHostCacheBytes(4*setBytes))
+		must(t, cfg.SetPartialReuse(false))
+	})
+	first := tokens(0, 9)
+	_, err := c.AddSequence(1, first, nil, 0)
+	must(t, err)
+	must(t, c.CommitSequence(1, 9))
+	must(t, c.RemoveSequence(1)) // 2 cached, 2 free
+	for _, want := range []struct{ ask, free uint64 }{{0, 2}, {4, 4}, {100, 4}} {
+		free, err := c.MakeRoom(want.ask, 0)
+		must(t, err)
+		if free != want.free {
+			t.Errorf("MakeRoom(%d) = %d, want %d", want.ask, free, want.free)
+		}
+	}
+	s, err := c.Stats()
+	must(t, err)
+	if s.FreeBlocks != 4 || s.CachedBlocks != 0 || s.OffloadedBlocks != 2 {
+		t.Errorf("after MakeRoom: %+v", s)
+	}
+	cached, err := c.AddSequence(2, first, nil, 0)
+	must(t, err)
+	if cached != 8 {
+		t.Errorf("cached = %d, want 8 (onboarded)", cached)
+	}
+	var nilCache *kvcache.Cache
+	if _, err := nilCache.MakeRoom(1, 0); err == nil {
+		t.Error("MakeRoom on a nil cache: no error")
+	}
+	must(t, c.Check())
+}

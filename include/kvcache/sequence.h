@@ -334,6 +334,39 @@ KVC_API kvc_status_t kvc_cache_probe(const kvc_cache_t *cache, const int32_t *to
                                      size_t num_tokens, const kvc_sequence_options_t *options,
                                      uint64_t *cached_tokens);
 
+/**
+ * @brief Evicts cached blocks ahead of need until `block_sets` block sets
+ *        (one block of every layer group) are free.
+ *
+ * The evictions that the next kvc_sequence_add() or kvc_sequence_extend()
+ * calls would make to find room, made now: the same victims in the same
+ * order (retention priority, then least recently used, leaves first), with
+ * the same fates (a host tier takes those at or above its offload priority,
+ * making room in itself as usual; evicted_blocks, REMOVED events and the
+ * block stores see them as any eviction). An engine calls it while the
+ * device runs a step, when its scheduler thread waits anyway, with the
+ * blocks the next step may take (say, its token budget / tokens_per_block
+ * plus one per running sequence): that step's calls then find their
+ * blocks free and evict nothing. A step that needs more still evicts on
+ * its own calls, as without this call.
+ *
+ * Blocks in use are never evicted: when the cached blocks cannot free
+ * `block_sets` sets, every cached block that can go goes and the call
+ * still succeeds; `*free_sets` says what is free. Blocks freed ahead are
+ * no longer reusable (a prompt that would have reused them computes them,
+ * or onboards them from the host tier), so ask for one step's room, not
+ * more. Copies to the host tier are enqueued on `stream` (NULL: the
+ * default stream), as an add's are.
+ * @param block_sets the free block sets wanted; 0 evicts nothing.
+ * @param stream the device stream for the host tier's copies (NULL: default).
+ * @param free_sets NULL, or receives the block sets free after the call.
+ * @return KVC_OK; KVC_ERR_INVALID_ARGUMENT (NULL cache); KVC_ERR_DEVICE (a
+ *         host-tier copy failed: the blocks whose copy failed stay cached).
+ * @since 0.3.0
+ */
+KVC_API kvc_status_t kvc_cache_make_room(kvc_cache_t *cache, uint64_t block_sets, void *stream,
+                                         uint64_t *free_sets);
+
 /* ===================================================================== */
 /* Retention clock                                                       */
 /* ===================================================================== */

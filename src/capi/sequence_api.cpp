@@ -146,6 +146,15 @@ KVC_API kvc_status_t kvc_cache_advance_clock(kvc_cache_t* cache, uint64_t millis
   });
 }
 
+KVC_API kvc_status_t kvc_cache_make_room(kvc_cache_t* cache, uint64_t block_sets, void* stream,
+                                         uint64_t* free_sets) {
+  return guarded([&] {
+    kvc::Cache& c = cache_of(cache);
+    const uint64_t free = c.make_room(block_sets, stream);
+    if (free_sets != nullptr) *free_sets = free;
+  });
+}
+
 KVC_API kvc_status_t kvc_cache_probe(const kvc_cache_t* cache, const int32_t* tokens,
                                      size_t num_tokens, const kvc_sequence_options_t* options,
                                      uint64_t* cached_tokens) {

@@ -148,6 +148,12 @@ class BlockManager {
   uint64_t blocks_needed(uint64_t id, uint64_t num_tokens) const {
     return seqs_.blocks_needed(id, num_tokens);
   }
+  // Evicts cached blocks in the usual victim order (the host tier takes
+  // those at or above its offload priority, as in any call that needs
+  // room) until `sets` block sets are free, or nothing cached is left that
+  // could go: the work an add or extend would do to find room, done ahead
+  // (room_ahead.cpp). Returns the block sets free then.
+  uint64_t make_room(uint64_t sets, void* stream);
   // Drops every cached block; refused while any block is in use.
   void reset_reuse();
   // Moves the manual retention clock forward; priorities whose duration ran
@@ -242,6 +248,7 @@ class BlockManager {
   // shrink_pools' steps (pool_shrink.cpp).
   void make_room_below(const std::vector<uint64_t>& pool_blocks, uint64_t num_pages);
   void move_cached_below(const std::vector<uint64_t>& pool_blocks, uint64_t num_pages);
+  Reservation room_;  // make_room's plan (its vectors keep their capacity)
 
   GroupLayout layout_;
   CacheCounters counters_;

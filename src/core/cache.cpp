@@ -352,6 +352,11 @@ void Cache::advance_clock(uint64_t milliseconds) {
   manager_->advance_clock(milliseconds);
 }
 
+uint64_t Cache::make_room(uint64_t sets, void* stream) {
+  Lock lock(mutex_);
+  return manager_->make_room(sets, stream);
+}
+
 void Cache::reset_reuse() {
   Lock lock(mutex_);
   manager_->reset_reuse();

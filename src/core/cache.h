@@ -147,6 +147,8 @@ class Cache {
   uint64_t blocks_needed(uint64_t id, uint64_t num_tokens) const;
   uint64_t probe(const int32_t* tokens, uint64_t num_tokens, const SequenceOptions& options) const;
   void advance_clock(uint64_t milliseconds);
+  // kvc_cache_make_room (BlockManager::make_room).
+  uint64_t make_room(uint64_t sets, void* stream);
   void reset_reuse();
   // kvc_cache_resize: the primary pools to the plan_resize() of `bytes`, in
   // place (memory_plan.h, cache.h's C documentation). Throws

@@ -178,6 +178,36 @@ static void test_out_of_blocks_changes_nothing(void **state) {
   kvc_cache_destroy(cache);
 }
 
+/* kvc_cache_make_room: evicts cached blocks (never one in use) until the
+ * sets asked for are free, or nothing cached is left; the sets free out. */
+static void test_make_room(void **state) {
+  (void)state;
+  uint64_t free_sets = 99;
+  assert_fails(kvc_cache_make_room(NULL, 1, NULL, &free_sets), KVC_ERR_INVALID_ARGUMENT, "cache");
+  assert_int_equal(free_sets, 99);
+  kvc_cache_t *cache = small_cache(8);
+  ok(kvc_sequence_add(cache, 1, P10, 10, NULL, NULL, NULL));
+  ok(kvc_sequence_commit(cache, 1, 10));
+  ok(kvc_sequence_remove(cache, 1));
+  ok(kvc_sequence_add(cache, 2, P10 + 4, 6, NULL, NULL, NULL)); /* in use: 2 blocks */
+  const kvc_cache_stats_t before = stats_of(cache);
+  assert_true(before.cached_blocks > 0);
+  ok(kvc_cache_make_room(cache, 0, NULL, &free_sets));
+  assert_int_equal(free_sets, before.free_blocks);
+  ok(kvc_cache_make_room(cache, before.free_blocks + 1, NULL, NULL));
+  kvc_cache_stats_t s = stats_of(cache);
+  assert_int_equal(s.free_blocks, before.free_blocks + 1);
+  assert_int_equal(s.evicted_blocks, before.evicted_blocks + 1);
+  ok(kvc_cache_make_room(cache, UINT64_MAX, NULL, &free_sets));
+  s = stats_of(cache);
+  assert_int_equal(s.cached_blocks, 0);
+  assert_int_equal(s.in_use_blocks, before.in_use_blocks);
+  assert_int_equal(free_sets, s.free_blocks);
+  assert_int_equal(s.free_blocks + s.in_use_blocks, 8);
+  ok(kvc_cache_check(cache));
+  kvc_cache_destroy(cache);
+}
+
 /* A decode step short of blocks is refused whole: no sequence grows. */
 static void test_out_of_blocks_in_a_decode_step(void **state) {
   (void)state;
@@ -324,6 +354,7 @@ int main(void) {
       cmocka_unit_test(test_block_ids_buffer),
       cmocka_unit_test(test_out_of_blocks_changes_nothing),
       cmocka_unit_test(test_out_of_blocks_in_a_decode_step),
+      cmocka_unit_test(test_make_room),
       cmocka_unit_test(test_probe_and_stats),
       cmocka_unit_test(test_batch_tables),
   };

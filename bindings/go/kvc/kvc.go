@@ -220,15 +220,15 @@ typedef _gostring_ swig_type_190;
 typedef long long swig_type_191;
 typedef _gostring_ swig_type_192;
 typedef long long swig_type_193;
-typedef long long swig_type_194;
-typedef _gostring_ swig_type_195;
+typedef _gostring_ swig_type_194;
+typedef long long swig_type_195;
 typedef long long swig_type_196;
-typedef long long swig_type_197;
-typedef _gostring_ swig_type_198;
+typedef _gostring_ swig_type_197;
+typedef long long swig_type_198;
 typedef long long swig_type_199;
 typedef _gostring_ swig_type_200;
 typedef long long swig_type_201;
-typedef long long swig_type_202;
+typedef _gostring_ swig_type_202;
 typedef long long swig_type_203;
 typedef long long swig_type_204;
 typedef long long swig_type_205;
@@ -263,9 +263,9 @@ typedef long long swig_type_233;
 typedef long long swig_type_234;
 typedef long long swig_type_235;
 typedef long long swig_type_236;
-typedef _gostring_ swig_type_237;
+typedef long long swig_type_237;
 typedef long long swig_type_238;
-typedef long long swig_type_239;
+typedef _gostring_ swig_type_239;
 typedef long long swig_type_240;
 typedef long long swig_type_241;
 typedef long long swig_type_242;
@@ -278,12 +278,12 @@ typedef long long swig_type_248;
 typedef long long swig_type_249;
 typedef long long swig_type_250;
 typedef long long swig_type_251;
-typedef _gostring_ swig_type_252;
-typedef _gostring_ swig_type_253;
+typedef long long swig_type_252;
+typedef long long swig_type_253;
 typedef _gostring_ swig_type_254;
 typedef _gostring_ swig_type_255;
-typedef long long swig_type_256;
-typedef long long swig_type_257;
+typedef _gostring_ swig_type_256;
+typedef _gostring_ swig_type_257;
 typedef long long swig_type_258;
 typedef long long swig_type_259;
 typedef long long swig_type_260;
@@ -294,42 +294,42 @@ typedef long long swig_type_264;
 typedef long long swig_type_265;
 typedef long long swig_type_266;
 typedef long long swig_type_267;
-typedef _gostring_ swig_type_268;
-typedef _gostring_ swig_type_269;
-typedef long long swig_type_270;
-typedef long long swig_type_271;
-typedef _gostring_ swig_type_272;
-typedef _gostring_ swig_type_273;
-typedef long long swig_type_274;
-typedef long long swig_type_275;
-typedef _gostring_ swig_type_276;
-typedef _gostring_ swig_type_277;
+typedef long long swig_type_268;
+typedef long long swig_type_269;
+typedef _gostring_ swig_type_270;
+typedef _gostring_ swig_type_271;
+typedef long long swig_type_272;
+typedef long long swig_type_273;
+typedef _gostring_ swig_type_274;
+typedef _gostring_ swig_type_275;
+typedef long long swig_type_276;
+typedef long long swig_type_277;
 typedef _gostring_ swig_type_278;
 typedef _gostring_ swig_type_279;
-typedef long long swig_type_280;
-typedef long long swig_type_281;
+typedef _gostring_ swig_type_280;
+typedef _gostring_ swig_type_281;
 typedef long long swig_type_282;
 typedef long long swig_type_283;
 typedef long long swig_type_284;
 typedef long long swig_type_285;
-typedef _gostring_ swig_type_286;
-typedef _gostring_ swig_type_287;
+typedef long long swig_type_286;
+typedef long long swig_type_287;
 typedef _gostring_ swig_type_288;
 typedef _gostring_ swig_type_289;
 typedef _gostring_ swig_type_290;
 typedef _gostring_ swig_type_291;
 typedef _gostring_ swig_type_292;
 typedef _gostring_ swig_type_293;
-typedef long long swig_type_294;
+typedef _gostring_ swig_type_294;
 typedef _gostring_ swig_type_295;
 typedef long long swig_type_296;
-typedef long long swig_type_297;
+typedef _gostring_ swig_type_297;
 typedef long long swig_type_298;
-typedef _gostring_ swig_type_299;
-typedef _gostring_ swig_type_300;
+typedef long long swig_type_299;
+typedef long long swig_type_300;
 typedef _gostring_ swig_type_301;
-typedef long long swig_type_302;
-typedef long long swig_type_303;
+typedef _gostring_ swig_type_302;
+typedef _gostring_ swig_type_303;
 typedef long long swig_type_304;
 typedef long long swig_type_305;
 typedef long long swig_type_306;
@@ -344,14 +344,14 @@ typedef long long swig_type_314;
 typedef long long swig_type_315;
 typedef long long swig_type_316;
 typedef long long swig_type_317;
-typedef _gostring_ swig_type_318;
+typedef long long swig_type_318;
 typedef long long swig_type_319;
-typedef long long swig_type_320;
+typedef _gostring_ swig_type_320;
 typedef long long swig_type_321;
 typedef long long swig_type_322;
-typedef _gostring_ swig_type_323;
+typedef long long swig_type_323;
 typedef long long swig_type_324;
-typedef long long swig_type_325;
+typedef _gostring_ swig_type_325;
 typedef long long swig_type_326;
 typedef long long swig_type_327;
 typedef long long swig_type_328;
@@ -374,9 +374,9 @@ typedef long long swig_type_344;
 typedef long long swig_type_345;
 typedef long long swig_type_346;
 typedef long long swig_type_347;
-typedef _gostring_ swig_type_348;
+typedef long long swig_type_348;
 typedef long long swig_type_349;
-typedef long long swig_type_350;
+typedef _gostring_ swig_type_350;
 typedef long long swig_type_351;
 typedef long long swig_type_352;
 typedef long long swig_type_353;
@@ -385,16 +385,16 @@ typedef long long swig_type_355;
 typedef long long swig_type_356;
 typedef long long swig_type_357;
 typedef long long swig_type_358;
-typedef _gostring_ swig_type_359;
+typedef long long swig_type_359;
 typedef long long swig_type_360;
 typedef _gostring_ swig_type_361;
 typedef long long swig_type_362;
-typedef long long swig_type_363;
-typedef _gostring_ swig_type_364;
+typedef _gostring_ swig_type_363;
+typedef long long swig_type_364;
 typedef long long swig_type_365;
 typedef _gostring_ swig_type_366;
 typedef long long swig_type_367;
-typedef long long swig_type_368;
+typedef _gostring_ swig_type_368;
 typedef long long swig_type_369;
 typedef long long swig_type_370;
 typedef long long swig_type_371;
@@ -437,17 +437,17 @@ typedef long long swig_type_407;
 typedef long long swig_type_408;
 typedef long long swig_type_409;
 typedef long long swig_type_410;
-typedef _gostring_ swig_type_411;
-typedef _gostring_ swig_type_412;
+typedef long long swig_type_411;
+typedef long long swig_type_412;
 typedef _gostring_ swig_type_413;
-typedef long long swig_type_414;
+typedef _gostring_ swig_type_414;
 typedef _gostring_ swig_type_415;
-typedef _gostring_ swig_type_416;
+typedef long long swig_type_416;
 typedef _gostring_ swig_type_417;
 typedef _gostring_ swig_type_418;
 typedef _gostring_ swig_type_419;
-typedef long long swig_type_420;
-typedef long long swig_type_421;
+typedef _gostring_ swig_type_420;
+typedef _gostring_ swig_type_421;
 typedef long long swig_type_422;
 typedef long long swig_type_423;
 typedef long long swig_type_424;
@@ -456,26 +456,26 @@ typedef long long swig_type_426;
 typedef long long swig_type_427;
 typedef long long swig_type_428;
 typedef long long swig_type_429;
-typedef _gostring_ swig_type_430;
+typedef long long swig_type_430;
 typedef long long swig_type_431;
-typedef long long swig_type_432;
-typedef _gostring_ swig_type_433;
-typedef _gostring_ swig_type_434;
-typedef long long swig_type_435;
+typedef _gostring_ swig_type_432;
+typedef long long swig_type_433;
+typedef long long swig_type_434;
+typedef _gostring_ swig_type_435;
 typedef _gostring_ swig_type_436;
 typedef long long swig_type_437;
 typedef _gostring_ swig_type_438;
 typedef long long swig_type_439;
-typedef long long swig_type_440;
+typedef _gostring_ swig_type_440;
 typedef long long swig_type_441;
-typedef _gostring_ swig_type_442;
-typedef _gostring_ swig_type_443;
-typedef long long swig_type_444;
+typedef long long swig_type_442;
+typedef long long swig_type_443;
+typedef _gostring_ swig_type_444;
 typedef _gostring_ swig_type_445;
 typedef long long swig_type_446;
 typedef _gostring_ swig_type_447;
 typedef long long swig_type_448;
-typedef long long swig_type_449;
+typedef _gostring_ swig_type_449;
 typedef long long swig_type_450;
 typedef long long swig_type_451;
 typedef long long swig_type_452;
@@ -488,24 +488,24 @@ typedef long long swig_type_458;
 typedef long long swig_type_459;
 typedef long long swig_type_460;
 typedef long long swig_type_461;
-typedef _gostring_ swig_type_462;
-typedef _gostring_ swig_type_463;
-typedef long long swig_type_464;
+typedef long long swig_type_462;
+typedef long long swig_type_463;
+typedef _gostring_ swig_type_464;
 typedef _gostring_ swig_type_465;
-typedef _gostring_ swig_type_466;
+typedef long long swig_type_466;
 typedef _gostring_ swig_type_467;
-typedef long long swig_type_468;
-typedef long long swig_type_469;
-typedef _gostring_ swig_type_470;
+typedef _gostring_ swig_type_468;
+typedef _gostring_ swig_type_469;
+typedef long long swig_type_470;
 typedef long long swig_type_471;
-typedef long long swig_type_472;
-typedef _gostring_ swig_type_473;
-typedef _gostring_ swig_type_474;
+typedef _gostring_ swig_type_472;
+typedef long long swig_type_473;
+typedef long long swig_type_474;
 typedef _gostring_ swig_type_475;
 typedef _gostring_ swig_type_476;
 typedef _gostring_ swig_type_477;
-typedef long long swig_type_478;
-typedef long long swig_type_479;
+typedef _gostring_ swig_type_478;
+typedef _gostring_ swig_type_479;
 typedef long long swig_type_480;
 typedef long long swig_type_481;
 typedef long long swig_type_482;
@@ -520,14 +520,14 @@ typedef long long swig_type_490;
 typedef long long swig_type_491;
 typedef long long swig_type_492;
 typedef long long swig_type_493;
-typedef _gostring_ swig_type_494;
-typedef _gostring_ swig_type_495;
-typedef long long swig_type_496;
+typedef long long swig_type_494;
+typedef long long swig_type_495;
+typedef _gostring_ swig_type_496;
 typedef _gostring_ swig_type_497;
-typedef _gostring_ swig_type_498;
+typedef long long swig_type_498;
 typedef _gostring_ swig_type_499;
-typedef long long swig_type_500;
-typedef long long swig_type_501;
+typedef _gostring_ swig_type_500;
+typedef _gostring_ swig_type_501;
 typedef long long swig_type_502;
 typedef long long swig_type_503;
 typedef long long swig_type_504;
@@ -552,25 +552,25 @@ typedef long long swig_type_522;
 typedef long long swig_type_523;
 typedef long long swig_type_524;
 typedef long long swig_type_525;
-typedef _gostring_ swig_type_526;
-typedef _gostring_ swig_type_527;
+typedef long long swig_type_526;
+typedef long long swig_type_527;
 typedef _gostring_ swig_type_528;
 typedef _gostring_ swig_type_529;
-typedef long long swig_type_530;
-typedef long long swig_type_531;
-typedef _gostring_ swig_type_532;
+typedef _gostring_ swig_type_530;
+typedef _gostring_ swig_type_531;
+typedef long long swig_type_532;
 typedef long long swig_type_533;
-typedef long long swig_type_534;
+typedef _gostring_ swig_type_534;
 typedef long long swig_type_535;
 typedef long long swig_type_536;
 typedef long long swig_type_537;
 typedef long long swig_type_538;
 typedef long long swig_type_539;
 typedef long long swig_type_540;
-typedef _gostring_ swig_type_541;
-typedef _gostring_ swig_type_542;
-typedef long long swig_type_543;
-typedef long long swig_type_544;
+typedef long long swig_type_541;
+typedef long long swig_type_542;
+typedef _gostring_ swig_type_543;
+typedef _gostring_ swig_type_544;
 typedef long long swig_type_545;
 typedef long long swig_type_546;
 typedef long long swig_type_547;
@@ -579,6 +579,8 @@ typedef long long swig_type_549;
 typedef long long swig_type_550;
 typedef long long swig_type_551;
 typedef long long swig_type_552;
+typedef long long swig_type_553;
+typedef long long swig_type_554;
 extern void _wrap_Swig_free_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_kvc_c42b5e67b80b4c6d(swig_intgo arg1);
 extern swig_intgo _wrap_KVC_OK_kvc_c42b5e67b80b4c6d(void);
@@ -919,80 +921,81 @@ extern swig_type_178 _wrap_kvc_sequence_describe_kvc_c42b5e67b80b4c6d(uintptr_t 
 extern swig_type_180 _wrap_kvc_sequence_block_ids_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_181 arg2, int arg3, swig_voidp arg4, swig_type_182 arg5, swig_voidp arg6);
 extern swig_type_183 _wrap_kvc_sequence_blocks_needed_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_184 arg2, swig_type_185 arg3, swig_voidp arg4);
 extern swig_type_186 _wrap_kvc_cache_probe_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2, swig_type_187 arg3, uintptr_t arg4, swig_voidp arg5);
-extern swig_type_188 _wrap_kvc_cache_advance_clock_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_189 arg2);
-extern swig_type_190 _wrap_kvc_batch_extend_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, swig_type_191 arg4, uintptr_t arg5);
-extern swig_type_192 _wrap_kvc_batch_block_table_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_193 arg4, swig_voidp arg5, swig_type_194 arg6, int arg7, swig_voidp arg8);
-extern swig_type_195 _wrap_kvc_batch_block_table_csr_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_196 arg4, swig_voidp arg5, swig_voidp arg6, swig_type_197 arg7, swig_voidp arg8, swig_voidp arg9);
-extern swig_type_198 _wrap_kvc_batch_sequence_lengths_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2, swig_type_199 arg3, swig_voidp arg4);
-extern swig_type_200 _wrap_kvc_batch_slot_mapping_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_201 arg4, swig_voidp arg5, swig_type_202 arg6, swig_voidp arg7, swig_voidp arg8);
+extern swig_type_188 _wrap_kvc_cache_make_room_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_189 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_190 _wrap_kvc_cache_advance_clock_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_191 arg2);
+extern swig_type_192 _wrap_kvc_batch_extend_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, swig_type_193 arg4, uintptr_t arg5);
+extern swig_type_194 _wrap_kvc_batch_block_table_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_195 arg4, swig_voidp arg5, swig_type_196 arg6, int arg7, swig_voidp arg8);
+extern swig_type_197 _wrap_kvc_batch_block_table_csr_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_198 arg4, swig_voidp arg5, swig_voidp arg6, swig_type_199 arg7, swig_voidp arg8, swig_voidp arg9);
+extern swig_type_200 _wrap_kvc_batch_sequence_lengths_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2, swig_type_201 arg3, swig_voidp arg4);
+extern swig_type_202 _wrap_kvc_batch_slot_mapping_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_203 arg4, swig_voidp arg5, swig_type_204 arg6, swig_voidp arg7, swig_voidp arg8);
 extern void _wrap_kvc_cache_stats_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_cache_stats_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_cache_stats_t_reserved_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_cache_stats_t_reserved_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_203 arg2);
-extern swig_type_204 _wrap_kvc_cache_stats_t_num_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_205 arg2);
-extern swig_type_206 _wrap_kvc_cache_stats_t_free_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_207 arg2);
-extern swig_type_208 _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_209 arg2);
-extern swig_type_210 _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_211 arg2);
-extern swig_type_212 _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_213 arg2);
-extern swig_type_214 _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_num_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_205 arg2);
+extern swig_type_206 _wrap_kvc_cache_stats_t_num_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_free_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_207 arg2);
+extern swig_type_208 _wrap_kvc_cache_stats_t_free_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_cached_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_209 arg2);
+extern swig_type_210 _wrap_kvc_cache_stats_t_cached_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_211 arg2);
+extern swig_type_212 _wrap_kvc_cache_stats_t_in_use_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_reused_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_213 arg2);
+extern swig_type_214 _wrap_kvc_cache_stats_t_reused_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_missed_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_215 arg2);
+extern swig_type_216 _wrap_kvc_cache_stats_t_missed_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_cache_stats_t_hit_rate_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, double arg2);
 extern double _wrap_kvc_cache_stats_t_hit_rate_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_215 arg2);
-extern swig_type_216 _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_217 arg2);
-extern swig_type_218 _wrap_kvc_cache_stats_t_num_sequences_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_219 arg2);
-extern swig_type_220 _wrap_kvc_cache_stats_t_num_pinned_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_221 arg2);
-extern swig_type_222 _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_223 arg2);
-extern swig_type_224 _wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_225 arg2);
-extern swig_type_226 _wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_227 arg2);
-extern swig_type_228 _wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_229 arg2);
-extern swig_type_230 _wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_host_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_231 arg2);
-extern swig_type_232 _wrap_kvc_cache_stats_t_host_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_233 arg2);
-extern swig_type_234 _wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_235 arg2);
-extern swig_type_236 _wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_217 arg2);
+extern swig_type_218 _wrap_kvc_cache_stats_t_evicted_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_num_sequences_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_219 arg2);
+extern swig_type_220 _wrap_kvc_cache_stats_t_num_sequences_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_num_pinned_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_221 arg2);
+extern swig_type_222 _wrap_kvc_cache_stats_t_num_pinned_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_tree_nodes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_223 arg2);
+extern swig_type_224 _wrap_kvc_cache_stats_t_tree_nodes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_225 arg2);
+extern swig_type_226 _wrap_kvc_cache_stats_t_offloaded_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_227 arg2);
+extern swig_type_228 _wrap_kvc_cache_stats_t_onboarded_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_229 arg2);
+extern swig_type_230 _wrap_kvc_cache_stats_t_offloaded_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_231 arg2);
+extern swig_type_232 _wrap_kvc_cache_stats_t_onboarded_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_host_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_233 arg2);
+extern swig_type_234 _wrap_kvc_cache_stats_t_host_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_235 arg2);
+extern swig_type_236 _wrap_kvc_cache_stats_t_host_free_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_237 arg2);
+extern swig_type_238 _wrap_kvc_cache_stats_t_host_cached_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_cache_stats_t_kvc_c42b5e67b80b4c6d(void);
 extern void _wrap_delete_kvc_cache_stats_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_cache_stats_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern swig_type_237 _wrap_kvc_cache_get_stats_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_239 _wrap_kvc_cache_get_stats_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
 extern void _wrap_kvc_group_stats_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_group_stats_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_group_stats_t_pool_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_group_stats_t_pool_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_in_use_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_238 arg2);
-extern swig_type_239 _wrap_kvc_group_stats_t_in_use_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_cached_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_240 arg2);
-extern swig_type_241 _wrap_kvc_group_stats_t_cached_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_242 arg2);
-extern swig_type_243 _wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_reused_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_244 arg2);
-extern swig_type_245 _wrap_kvc_group_stats_t_reused_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_missed_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_246 arg2);
-extern swig_type_247 _wrap_kvc_group_stats_t_missed_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_evicted_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_248 arg2);
-extern swig_type_249 _wrap_kvc_group_stats_t_evicted_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_group_stats_t_released_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_250 arg2);
-extern swig_type_251 _wrap_kvc_group_stats_t_released_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_in_use_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_240 arg2);
+extern swig_type_241 _wrap_kvc_group_stats_t_in_use_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_cached_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_242 arg2);
+extern swig_type_243 _wrap_kvc_group_stats_t_cached_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_244 arg2);
+extern swig_type_245 _wrap_kvc_group_stats_t_pool_free_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_reused_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_246 arg2);
+extern swig_type_247 _wrap_kvc_group_stats_t_reused_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_missed_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_248 arg2);
+extern swig_type_249 _wrap_kvc_group_stats_t_missed_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_evicted_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_250 arg2);
+extern swig_type_251 _wrap_kvc_group_stats_t_evicted_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_group_stats_t_released_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_252 arg2);
+extern swig_type_253 _wrap_kvc_group_stats_t_released_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_group_stats_t_kvc_c42b5e67b80b4c6d(void);
 extern void _wrap_delete_kvc_group_stats_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_group_stats_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern swig_type_252 _wrap_kvc_cache_get_group_stats_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, uintptr_t arg3);
-extern swig_type_253 _wrap_kvc_cache_reset_reuse_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern swig_type_254 _wrap_kvc_cache_check_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern swig_type_254 _wrap_kvc_cache_get_group_stats_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern swig_type_255 _wrap_kvc_cache_reset_reuse_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern swig_type_256 _wrap_kvc_cache_check_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_store_args_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_store_args_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_store_args_t_layer_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
@@ -1016,28 +1019,28 @@ extern int _wrap_kvc_store_args_t_rank_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_store_args_t_kvc_c42b5e67b80b4c6d(void);
 extern void _wrap_delete_kvc_store_args_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_store_args_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern swig_type_255 _wrap_kvc_store_kv_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_257 _wrap_kvc_store_kv_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
 extern void _wrap_kvc_store_strides_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_store_strides_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_store_strides_t_seq_len_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_store_strides_t_seq_len_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_store_strides_t_key_seq_stride_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_256 arg2);
-extern swig_type_257 _wrap_kvc_store_strides_t_key_seq_stride_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_store_strides_t_key_token_stride_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_258 arg2);
-extern swig_type_259 _wrap_kvc_store_strides_t_key_token_stride_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_store_strides_t_key_head_stride_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_260 arg2);
-extern swig_type_261 _wrap_kvc_store_strides_t_key_head_stride_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_store_strides_t_value_seq_stride_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_262 arg2);
-extern swig_type_263 _wrap_kvc_store_strides_t_value_seq_stride_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_store_strides_t_value_token_stride_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_264 arg2);
-extern swig_type_265 _wrap_kvc_store_strides_t_value_token_stride_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_store_strides_t_value_head_stride_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_266 arg2);
-extern swig_type_267 _wrap_kvc_store_strides_t_value_head_stride_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_store_strides_t_key_seq_stride_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_258 arg2);
+extern swig_type_259 _wrap_kvc_store_strides_t_key_seq_stride_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_store_strides_t_key_token_stride_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_260 arg2);
+extern swig_type_261 _wrap_kvc_store_strides_t_key_token_stride_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_store_strides_t_key_head_stride_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_262 arg2);
+extern swig_type_263 _wrap_kvc_store_strides_t_key_head_stride_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_store_strides_t_value_seq_stride_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_264 arg2);
+extern swig_type_265 _wrap_kvc_store_strides_t_value_seq_stride_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_store_strides_t_value_token_stride_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_266 arg2);
+extern swig_type_267 _wrap_kvc_store_strides_t_value_token_stride_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_store_strides_t_value_head_stride_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_268 arg2);
+extern swig_type_269 _wrap_kvc_store_strides_t_value_head_stride_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_store_strides_t_kvc_c42b5e67b80b4c6d(void);
 extern void _wrap_delete_kvc_store_strides_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_store_strides_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern swig_type_268 _wrap_kvc_store_kv_strided_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4);
-extern swig_type_269 _wrap_kvc_copy_blocks_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, int arg6, uintptr_t arg7);
+extern swig_type_270 _wrap_kvc_store_kv_strided_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4);
+extern swig_type_271 _wrap_kvc_copy_blocks_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, swig_voidp arg3, swig_voidp arg4, swig_voidp arg5, int arg6, uintptr_t arg7);
 extern swig_intgo _wrap_KVC_TABLE_PADDED_kvc_c42b5e67b80b4c6d(void);
 extern swig_intgo _wrap_KVC_TABLE_CSR_kvc_c42b5e67b80b4c6d(void);
 extern void _wrap_kvc_decode_args_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
@@ -1076,15 +1079,15 @@ extern void _wrap_kvc_decode_args_t_v_scale_set_kvc_c42b5e67b80b4c6d(uintptr_t a
 extern float _wrap_kvc_decode_args_t_v_scale_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_decode_args_t_workspace_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
 extern uintptr_t _wrap_kvc_decode_args_t_workspace_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_270 arg2);
-extern swig_type_271 _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_decode_args_t_workspace_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_272 arg2);
+extern swig_type_273 _wrap_kvc_decode_args_t_workspace_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_decode_args_t_rank_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_decode_args_t_rank_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_decode_args_t_kvc_c42b5e67b80b4c6d(void);
 extern void _wrap_delete_kvc_decode_args_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_decode_args_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern swig_type_272 _wrap_kvc_decode_workspace_size_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_273 _wrap_kvc_decode_attention_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_274 _wrap_kvc_decode_workspace_size_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_275 _wrap_kvc_decode_attention_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
 extern void _wrap_kvc_prefill_args_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_prefill_args_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_prefill_args_t_layer_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
@@ -1129,16 +1132,16 @@ extern void _wrap_kvc_prefill_args_t_v_scale_set_kvc_c42b5e67b80b4c6d(uintptr_t 
 extern float _wrap_kvc_prefill_args_t_v_scale_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_prefill_args_t_workspace_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
 extern uintptr_t _wrap_kvc_prefill_args_t_workspace_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_274 arg2);
-extern swig_type_275 _wrap_kvc_prefill_args_t_workspace_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_276 arg2);
+extern swig_type_277 _wrap_kvc_prefill_args_t_workspace_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_prefill_args_t_rank_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_prefill_args_t_rank_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_prefill_args_t_kvc_c42b5e67b80b4c6d(void);
 extern void _wrap_delete_kvc_prefill_args_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_prefill_args_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern swig_type_276 _wrap_kvc_prefill_workspace_size_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_277 _wrap_kvc_prefill_attention_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_278 _wrap_kvc_cache_get_async_error_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_278 _wrap_kvc_prefill_workspace_size_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_279 _wrap_kvc_prefill_attention_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_280 _wrap_kvc_cache_get_async_error_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern swig_intgo _wrap_KVC_GROWTH_STAGGERED_kvc_c42b5e67b80b4c6d(void);
 extern swig_intgo _wrap_KVC_GROWTH_UNIFORM_kvc_c42b5e67b80b4c6d(void);
 extern swig_intgo _wrap_KVC_STATEFUL_MAX_LENGTH_kvc_c42b5e67b80b4c6d(void);
@@ -1159,7 +1162,7 @@ extern int _wrap_kvc_stateful_options_t_initial_length_get_kvc_c42b5e67b80b4c6d(
 extern uintptr_t _wrap_new_kvc_stateful_options_t_kvc_c42b5e67b80b4c6d(void);
 extern void _wrap_delete_kvc_stateful_options_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_stateful_options_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern swig_type_279 _wrap_kvc_stateful_create_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_281 _wrap_kvc_stateful_create_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_kvc_stateful_destroy_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_stateful_view_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_stateful_view_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
@@ -1169,12 +1172,12 @@ extern void _wrap_kvc_stateful_view_t_key_set_kvc_c42b5e67b80b4c6d(uintptr_t arg
 extern uintptr_t _wrap_kvc_stateful_view_t_key_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_stateful_view_t_value_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
 extern uintptr_t _wrap_kvc_stateful_view_t_value_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_row_stride_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_280 arg2);
-extern swig_type_281 _wrap_kvc_stateful_view_t_row_stride_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_head_stride_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_282 arg2);
-extern swig_type_283 _wrap_kvc_stateful_view_t_head_stride_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_stateful_view_t_token_stride_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_284 arg2);
-extern swig_type_285 _wrap_kvc_stateful_view_t_token_stride_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_row_stride_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_282 arg2);
+extern swig_type_283 _wrap_kvc_stateful_view_t_row_stride_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_head_stride_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_284 arg2);
+extern swig_type_285 _wrap_kvc_stateful_view_t_head_stride_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_view_t_token_stride_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_286 arg2);
+extern swig_type_287 _wrap_kvc_stateful_view_t_token_stride_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_stateful_view_t_batch_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_stateful_view_t_batch_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_stateful_view_t_capacity_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
@@ -1198,8 +1201,8 @@ extern uintptr_t _wrap_kvc_stateful_view_t_beam_table_get_kvc_c42b5e67b80b4c6d(u
 extern uintptr_t _wrap_new_kvc_stateful_view_t_kvc_c42b5e67b80b4c6d(void);
 extern void _wrap_delete_kvc_stateful_view_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_stateful_view_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern swig_type_286 _wrap_kvc_stateful_layer_view_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, uintptr_t arg3);
-extern swig_type_287 _wrap_kvc_stateful_get_lengths_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, swig_voidp arg3, int arg4);
+extern swig_type_288 _wrap_kvc_stateful_layer_view_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern swig_type_289 _wrap_kvc_stateful_get_lengths_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, swig_voidp arg3, int arg4);
 extern void _wrap_kvc_stateful_append_args_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_stateful_append_args_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_stateful_append_args_t_layer_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
@@ -1221,13 +1224,13 @@ extern float _wrap_kvc_stateful_append_args_t_v_scale_get_kvc_c42b5e67b80b4c6d(u
 extern uintptr_t _wrap_new_kvc_stateful_append_args_t_kvc_c42b5e67b80b4c6d(void);
 extern void _wrap_delete_kvc_stateful_append_args_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_stateful_append_args_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern swig_type_288 _wrap_kvc_stateful_append_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_289 _wrap_kvc_stateful_reorder_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2, int arg3, uintptr_t arg4);
-extern swig_type_290 _wrap_kvc_stateful_compact_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_291 _wrap_kvc_stateful_trim_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, int arg3, uintptr_t arg4);
-extern swig_type_292 _wrap_kvc_stateful_reset_kvc_c42b5e67b80b4c6d(uintptr_t arg1, _Bool arg2, uintptr_t arg3);
-extern swig_type_293 _wrap_kvc_stateful_export_row_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, uintptr_t arg3, swig_type_294 arg4, swig_voidp arg5, uintptr_t arg6);
-extern swig_type_295 _wrap_kvc_stateful_import_row_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, uintptr_t arg3, swig_type_296 arg4, uintptr_t arg5);
+extern swig_type_290 _wrap_kvc_stateful_append_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_291 _wrap_kvc_stateful_reorder_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2, int arg3, uintptr_t arg4);
+extern swig_type_292 _wrap_kvc_stateful_compact_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_293 _wrap_kvc_stateful_trim_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, int arg3, uintptr_t arg4);
+extern swig_type_294 _wrap_kvc_stateful_reset_kvc_c42b5e67b80b4c6d(uintptr_t arg1, _Bool arg2, uintptr_t arg3);
+extern swig_type_295 _wrap_kvc_stateful_export_row_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, uintptr_t arg3, swig_type_296 arg4, swig_voidp arg5, uintptr_t arg6);
+extern swig_type_297 _wrap_kvc_stateful_import_row_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, uintptr_t arg3, swig_type_298 arg4, uintptr_t arg5);
 extern void _wrap_kvc_stateful_decode_args_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_stateful_decode_args_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_stateful_decode_args_t_layer_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
@@ -1250,38 +1253,38 @@ extern void _wrap_kvc_stateful_decode_args_t_v_scale_set_kvc_c42b5e67b80b4c6d(ui
 extern float _wrap_kvc_stateful_decode_args_t_v_scale_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_stateful_decode_args_t_workspace_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
 extern uintptr_t _wrap_kvc_stateful_decode_args_t_workspace_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_stateful_decode_args_t_workspace_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_297 arg2);
-extern swig_type_298 _wrap_kvc_stateful_decode_args_t_workspace_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_decode_args_t_workspace_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_299 arg2);
+extern swig_type_300 _wrap_kvc_stateful_decode_args_t_workspace_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_stateful_decode_args_t_kvc_c42b5e67b80b4c6d(void);
 extern void _wrap_delete_kvc_stateful_decode_args_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_stateful_decode_args_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern swig_type_299 _wrap_kvc_stateful_decode_workspace_size_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_300 _wrap_kvc_stateful_decode_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern swig_type_301 _wrap_kvc_stateful_get_async_error_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_301 _wrap_kvc_stateful_decode_workspace_size_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_302 _wrap_kvc_stateful_decode_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern swig_type_303 _wrap_kvc_stateful_get_async_error_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_kvc_stateful_stats_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_stateful_stats_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_stateful_stats_t_num_layers_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_stateful_stats_t_num_layers_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_t_bytes_allocated_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_302 arg2);
-extern swig_type_303 _wrap_kvc_stateful_stats_t_bytes_allocated_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_t_peak_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_304 arg2);
-extern swig_type_305 _wrap_kvc_stateful_stats_t_peak_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_t_kv_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_306 arg2);
-extern swig_type_307 _wrap_kvc_stateful_stats_t_kv_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_t_table_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_308 arg2);
-extern swig_type_309 _wrap_kvc_stateful_stats_t_table_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_t_reallocations_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_310 arg2);
-extern swig_type_311 _wrap_kvc_stateful_stats_t_reallocations_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_t_reorders_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_312 arg2);
-extern swig_type_313 _wrap_kvc_stateful_stats_t_reorders_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_t_table_entries_copied_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_314 arg2);
-extern swig_type_315 _wrap_kvc_stateful_stats_t_table_entries_copied_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_stateful_stats_t_compactions_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_316 arg2);
-extern swig_type_317 _wrap_kvc_stateful_stats_t_compactions_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_t_bytes_allocated_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_304 arg2);
+extern swig_type_305 _wrap_kvc_stateful_stats_t_bytes_allocated_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_t_peak_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_306 arg2);
+extern swig_type_307 _wrap_kvc_stateful_stats_t_peak_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_t_kv_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_308 arg2);
+extern swig_type_309 _wrap_kvc_stateful_stats_t_kv_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_t_table_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_310 arg2);
+extern swig_type_311 _wrap_kvc_stateful_stats_t_table_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_t_reallocations_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_312 arg2);
+extern swig_type_313 _wrap_kvc_stateful_stats_t_reallocations_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_t_reorders_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_314 arg2);
+extern swig_type_315 _wrap_kvc_stateful_stats_t_reorders_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_t_table_entries_copied_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_316 arg2);
+extern swig_type_317 _wrap_kvc_stateful_stats_t_table_entries_copied_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_stats_t_compactions_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_318 arg2);
+extern swig_type_319 _wrap_kvc_stateful_stats_t_compactions_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_stateful_stats_t_kvc_c42b5e67b80b4c6d(void);
 extern void _wrap_delete_kvc_stateful_stats_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_stateful_stats_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern swig_type_318 _wrap_kvc_stateful_get_stats_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_320 _wrap_kvc_stateful_get_stats_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
 extern void _wrap_kvc_stateful_layer_stats_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_stateful_layer_stats_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_stateful_layer_stats_t_layer_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
@@ -1290,10 +1293,10 @@ extern void _wrap_kvc_stateful_layer_stats_t_capacity_set_kvc_c42b5e67b80b4c6d(u
 extern int _wrap_kvc_stateful_layer_stats_t_capacity_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_stateful_layer_stats_t_growth_offset_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_stateful_layer_stats_t_growth_offset_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_stateful_layer_stats_t_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_319 arg2);
-extern swig_type_320 _wrap_kvc_stateful_layer_stats_t_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_stateful_layer_stats_t_reallocations_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_321 arg2);
-extern swig_type_322 _wrap_kvc_stateful_layer_stats_t_reallocations_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_layer_stats_t_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_321 arg2);
+extern swig_type_322 _wrap_kvc_stateful_layer_stats_t_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_stateful_layer_stats_t_reallocations_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_323 arg2);
+extern swig_type_324 _wrap_kvc_stateful_layer_stats_t_reallocations_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_stateful_layer_stats_t_last_growth_length_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_stateful_layer_stats_t_last_growth_length_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_stateful_layer_stats_t_max_length_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
@@ -1301,7 +1304,7 @@ extern int _wrap_kvc_stateful_layer_stats_t_max_length_get_kvc_c42b5e67b80b4c6d(
 extern uintptr_t _wrap_new_kvc_stateful_layer_stats_t_kvc_c42b5e67b80b4c6d(void);
 extern void _wrap_delete_kvc_stateful_layer_stats_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_stateful_layer_stats_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern swig_type_323 _wrap_kvc_stateful_get_layer_stats_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern swig_type_325 _wrap_kvc_stateful_get_layer_stats_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, uintptr_t arg3);
 extern swig_intgo _wrap_KVC_EVENT_STORED_kvc_c42b5e67b80b4c6d(void);
 extern swig_intgo _wrap_KVC_EVENT_REMOVED_kvc_c42b5e67b80b4c6d(void);
 extern swig_intgo _wrap_KVC_EVENT_TIER_CHANGED_kvc_c42b5e67b80b4c6d(void);
@@ -1312,20 +1315,20 @@ extern swig_intgo _wrap_KVC_TIER_PRIMARY_kvc_c42b5e67b80b4c6d(void);
 extern swig_intgo _wrap_KVC_TIER_HOST_kvc_c42b5e67b80b4c6d(void);
 extern swig_intgo _wrap_KVC_TIER_DISK_kvc_c42b5e67b80b4c6d(void);
 extern swig_intgo _wrap_KVC_TIER_REMOTE_kvc_c42b5e67b80b4c6d(void);
-extern void _wrap_kvc_event_t_id_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_324 arg2);
-extern swig_type_325 _wrap_kvc_event_t_id_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_event_t_id_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_326 arg2);
+extern swig_type_327 _wrap_kvc_event_t_id_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_event_t_kind_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_event_t_kind_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_event_t_tier_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_event_t_tier_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_event_t_hash_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_326 arg2);
-extern swig_type_327 _wrap_kvc_event_t_hash_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_event_t_parent_hash_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_328 arg2);
-extern swig_type_329 _wrap_kvc_event_t_parent_hash_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_event_t_groups_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_330 arg2);
-extern swig_type_331 _wrap_kvc_event_t_groups_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_event_t_lora_id_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_332 arg2);
-extern swig_type_333 _wrap_kvc_event_t_lora_id_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_event_t_hash_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_328 arg2);
+extern swig_type_329 _wrap_kvc_event_t_hash_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_event_t_parent_hash_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_330 arg2);
+extern swig_type_331 _wrap_kvc_event_t_parent_hash_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_event_t_groups_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_332 arg2);
+extern swig_type_333 _wrap_kvc_event_t_groups_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_event_t_lora_id_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_334 arg2);
+extern swig_type_335 _wrap_kvc_event_t_lora_id_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_event_t_has_lora_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_event_t_has_lora_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_event_t_priority_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
@@ -1334,38 +1337,38 @@ extern void _wrap_kvc_event_t_num_tokens_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1
 extern int _wrap_kvc_event_t_num_tokens_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_event_t_reserved_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_event_t_reserved_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_event_t_token_offset_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_334 arg2);
-extern swig_type_335 _wrap_kvc_event_t_token_offset_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_event_t_lost_count_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_336 arg2);
-extern swig_type_337 _wrap_kvc_event_t_lost_count_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_event_t_token_offset_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_336 arg2);
+extern swig_type_337 _wrap_kvc_event_t_token_offset_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_event_t_lost_count_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_338 arg2);
+extern swig_type_339 _wrap_kvc_event_t_lost_count_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_event_t_kvc_c42b5e67b80b4c6d(void);
 extern void _wrap_delete_kvc_event_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_event_drain_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_event_drain_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_event_drain_t_reserved_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_event_drain_t_reserved_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_event_drain_t_events_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_338 arg2);
-extern swig_type_339 _wrap_kvc_event_drain_t_events_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_event_drain_t_tokens_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_340 arg2);
-extern swig_type_341 _wrap_kvc_event_drain_t_tokens_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_event_drain_t_events_pending_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_342 arg2);
-extern swig_type_343 _wrap_kvc_event_drain_t_events_pending_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_event_drain_t_tokens_pending_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_344 arg2);
-extern swig_type_345 _wrap_kvc_event_drain_t_tokens_pending_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_event_drain_t_last_id_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_346 arg2);
-extern swig_type_347 _wrap_kvc_event_drain_t_last_id_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_event_drain_t_events_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_340 arg2);
+extern swig_type_341 _wrap_kvc_event_drain_t_events_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_event_drain_t_tokens_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_342 arg2);
+extern swig_type_343 _wrap_kvc_event_drain_t_tokens_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_event_drain_t_events_pending_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_344 arg2);
+extern swig_type_345 _wrap_kvc_event_drain_t_events_pending_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_event_drain_t_tokens_pending_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_346 arg2);
+extern swig_type_347 _wrap_kvc_event_drain_t_tokens_pending_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_event_drain_t_last_id_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_348 arg2);
+extern swig_type_349 _wrap_kvc_event_drain_t_last_id_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_event_drain_t_kvc_c42b5e67b80b4c6d(void);
 extern void _wrap_delete_kvc_event_drain_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_event_drain_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern swig_type_348 _wrap_kvc_cache_drain_events_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, swig_type_349 arg3, swig_voidp arg4, swig_type_350 arg5, uintptr_t arg6);
-extern void _wrap_kvc_snapshot_entry_t_hash_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_351 arg2);
-extern swig_type_352 _wrap_kvc_snapshot_entry_t_hash_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_entry_t_parent_hash_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_353 arg2);
-extern swig_type_354 _wrap_kvc_snapshot_entry_t_parent_hash_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_entry_t_groups_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_355 arg2);
-extern swig_type_356 _wrap_kvc_snapshot_entry_t_groups_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_entry_t_lora_id_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_357 arg2);
-extern swig_type_358 _wrap_kvc_snapshot_entry_t_lora_id_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern swig_type_350 _wrap_kvc_cache_drain_events_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, swig_type_351 arg3, swig_voidp arg4, swig_type_352 arg5, uintptr_t arg6);
+extern void _wrap_kvc_snapshot_entry_t_hash_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_353 arg2);
+extern swig_type_354 _wrap_kvc_snapshot_entry_t_hash_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_entry_t_parent_hash_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_355 arg2);
+extern swig_type_356 _wrap_kvc_snapshot_entry_t_parent_hash_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_entry_t_groups_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_357 arg2);
+extern swig_type_358 _wrap_kvc_snapshot_entry_t_groups_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_entry_t_lora_id_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_359 arg2);
+extern swig_type_360 _wrap_kvc_snapshot_entry_t_lora_id_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_snapshot_entry_t_has_lora_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_snapshot_entry_t_has_lora_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_snapshot_entry_t_tier_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
@@ -1376,69 +1379,69 @@ extern void _wrap_kvc_snapshot_entry_t_num_tokens_set_kvc_c42b5e67b80b4c6d(uintp
 extern int _wrap_kvc_snapshot_entry_t_num_tokens_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_snapshot_entry_t_kvc_c42b5e67b80b4c6d(void);
 extern void _wrap_delete_kvc_snapshot_entry_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern swig_type_359 _wrap_kvc_cache_snapshot_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, swig_type_360 arg3, swig_voidp arg4, swig_voidp arg5);
-extern swig_type_361 _wrap_kvc_block_hashes_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2, swig_type_362 arg3, uintptr_t arg4, swig_voidp arg5, swig_type_363 arg6, swig_voidp arg7);
-extern swig_type_364 _wrap_kvc_config_set_disk_cache_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, swig_type_365 arg3);
-extern swig_type_366 _wrap_kvc_config_get_disk_cache_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
+extern swig_type_361 _wrap_kvc_cache_snapshot_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, swig_type_362 arg3, swig_voidp arg4, swig_voidp arg5);
+extern swig_type_363 _wrap_kvc_block_hashes_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2, swig_type_364 arg3, uintptr_t arg4, swig_voidp arg5, swig_type_365 arg6, swig_voidp arg7);
+extern swig_type_366 _wrap_kvc_config_set_disk_cache_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, swig_type_367 arg3);
+extern swig_type_368 _wrap_kvc_config_get_disk_cache_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
 extern void _wrap_kvc_tier_stats_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_tier_stats_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_tier_stats_t_tier_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_tier_stats_t_tier_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_367 arg2);
-extern swig_type_368 _wrap_kvc_tier_stats_t_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_369 arg2);
-extern swig_type_370 _wrap_kvc_tier_stats_t_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_capacity_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_371 arg2);
-extern swig_type_372 _wrap_kvc_tier_stats_t_capacity_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_hits_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_373 arg2);
-extern swig_type_374 _wrap_kvc_tier_stats_t_hits_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_misses_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_375 arg2);
-extern swig_type_376 _wrap_kvc_tier_stats_t_misses_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_rejected_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_377 arg2);
-extern swig_type_378 _wrap_kvc_tier_stats_t_rejected_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_onboarded_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_379 arg2);
-extern swig_type_380 _wrap_kvc_tier_stats_t_onboarded_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_onboarded_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_381 arg2);
-extern swig_type_382 _wrap_kvc_tier_stats_t_onboarded_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_offered_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_383 arg2);
-extern swig_type_384 _wrap_kvc_tier_stats_t_offered_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_stored_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_385 arg2);
-extern swig_type_386 _wrap_kvc_tier_stats_t_stored_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_dropped_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_387 arg2);
-extern swig_type_388 _wrap_kvc_tier_stats_t_dropped_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_errors_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_389 arg2);
-extern swig_type_390 _wrap_kvc_tier_stats_t_errors_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_evicted_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_391 arg2);
-extern swig_type_392 _wrap_kvc_tier_stats_t_evicted_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_queued_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_393 arg2);
-extern swig_type_394 _wrap_kvc_tier_stats_t_queued_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_load_count_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_395 arg2);
-extern swig_type_396 _wrap_kvc_tier_stats_t_load_count_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_load_p50_us_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_397 arg2);
-extern swig_type_398 _wrap_kvc_tier_stats_t_load_p50_us_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_load_p99_us_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_399 arg2);
-extern swig_type_400 _wrap_kvc_tier_stats_t_load_p99_us_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_load_max_us_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_401 arg2);
-extern swig_type_402 _wrap_kvc_tier_stats_t_load_max_us_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_write_count_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_403 arg2);
-extern swig_type_404 _wrap_kvc_tier_stats_t_write_count_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_write_p50_us_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_405 arg2);
-extern swig_type_406 _wrap_kvc_tier_stats_t_write_p50_us_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_write_p99_us_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_407 arg2);
-extern swig_type_408 _wrap_kvc_tier_stats_t_write_p99_us_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_tier_stats_t_write_max_us_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_409 arg2);
-extern swig_type_410 _wrap_kvc_tier_stats_t_write_max_us_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_369 arg2);
+extern swig_type_370 _wrap_kvc_tier_stats_t_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_371 arg2);
+extern swig_type_372 _wrap_kvc_tier_stats_t_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_capacity_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_373 arg2);
+extern swig_type_374 _wrap_kvc_tier_stats_t_capacity_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_hits_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_375 arg2);
+extern swig_type_376 _wrap_kvc_tier_stats_t_hits_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_misses_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_377 arg2);
+extern swig_type_378 _wrap_kvc_tier_stats_t_misses_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_rejected_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_379 arg2);
+extern swig_type_380 _wrap_kvc_tier_stats_t_rejected_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_onboarded_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_381 arg2);
+extern swig_type_382 _wrap_kvc_tier_stats_t_onboarded_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_onboarded_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_383 arg2);
+extern swig_type_384 _wrap_kvc_tier_stats_t_onboarded_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_offered_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_385 arg2);
+extern swig_type_386 _wrap_kvc_tier_stats_t_offered_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_stored_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_387 arg2);
+extern swig_type_388 _wrap_kvc_tier_stats_t_stored_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_dropped_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_389 arg2);
+extern swig_type_390 _wrap_kvc_tier_stats_t_dropped_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_errors_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_391 arg2);
+extern swig_type_392 _wrap_kvc_tier_stats_t_errors_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_evicted_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_393 arg2);
+extern swig_type_394 _wrap_kvc_tier_stats_t_evicted_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_queued_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_395 arg2);
+extern swig_type_396 _wrap_kvc_tier_stats_t_queued_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_load_count_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_397 arg2);
+extern swig_type_398 _wrap_kvc_tier_stats_t_load_count_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_load_p50_us_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_399 arg2);
+extern swig_type_400 _wrap_kvc_tier_stats_t_load_p50_us_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_load_p99_us_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_401 arg2);
+extern swig_type_402 _wrap_kvc_tier_stats_t_load_p99_us_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_load_max_us_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_403 arg2);
+extern swig_type_404 _wrap_kvc_tier_stats_t_load_max_us_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_write_count_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_405 arg2);
+extern swig_type_406 _wrap_kvc_tier_stats_t_write_count_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_write_p50_us_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_407 arg2);
+extern swig_type_408 _wrap_kvc_tier_stats_t_write_p50_us_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_write_p99_us_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_409 arg2);
+extern swig_type_410 _wrap_kvc_tier_stats_t_write_p99_us_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_tier_stats_t_write_max_us_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_411 arg2);
+extern swig_type_412 _wrap_kvc_tier_stats_t_write_max_us_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_tier_stats_t_kvc_c42b5e67b80b4c6d(void);
 extern void _wrap_delete_kvc_tier_stats_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_tier_stats_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern swig_type_411 _wrap_kvc_cache_get_tier_stats_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, uintptr_t arg3);
-extern swig_type_412 _wrap_kvc_cache_flush_tiers_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern swig_type_413 _wrap_kvc_config_set_remote_cache_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_414 arg4);
-extern swig_type_415 _wrap_kvc_config_get_remote_cache_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, swig_voidp arg4);
-extern swig_type_416 _wrap_kvc_config_set_remote_cache_timeouts_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, int arg3);
-extern swig_type_417 _wrap_kvc_config_get_remote_cache_timeouts_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
-extern swig_type_418 _wrap_kvc_config_set_remote_cache_optional_kvc_c42b5e67b80b4c6d(uintptr_t arg1, _Bool arg2);
-extern swig_type_419 _wrap_kvc_config_get_remote_cache_optional_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_413 _wrap_kvc_cache_get_tier_stats_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern swig_type_414 _wrap_kvc_cache_flush_tiers_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern swig_type_415 _wrap_kvc_config_set_remote_cache_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_type_416 arg4);
+extern swig_type_417 _wrap_kvc_config_get_remote_cache_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3, swig_voidp arg4);
+extern swig_type_418 _wrap_kvc_config_set_remote_cache_timeouts_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, int arg3);
+extern swig_type_419 _wrap_kvc_config_get_remote_cache_timeouts_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2, swig_voidp arg3);
+extern swig_type_420 _wrap_kvc_config_set_remote_cache_optional_kvc_c42b5e67b80b4c6d(uintptr_t arg1, _Bool arg2);
+extern swig_type_421 _wrap_kvc_config_get_remote_cache_optional_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_kvc_transfer_desc_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_transfer_desc_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_transfer_desc_t_num_groups_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
@@ -1447,29 +1450,29 @@ extern void _wrap_kvc_transfer_desc_t_tokens_per_block_set_kvc_c42b5e67b80b4c6d(
 extern int _wrap_kvc_transfer_desc_t_tokens_per_block_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_transfer_desc_t_reserved_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_transfer_desc_t_reserved_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_transfer_desc_t_seq_id_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_420 arg2);
-extern swig_type_421 _wrap_kvc_transfer_desc_t_seq_id_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_transfer_desc_t_num_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_422 arg2);
-extern swig_type_423 _wrap_kvc_transfer_desc_t_num_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_transfer_desc_t_first_block_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_424 arg2);
-extern swig_type_425 _wrap_kvc_transfer_desc_t_first_block_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_transfer_desc_t_num_tokens_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_426 arg2);
-extern swig_type_427 _wrap_kvc_transfer_desc_t_num_tokens_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_transfer_desc_t_keys_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_428 arg2);
-extern swig_type_429 _wrap_kvc_transfer_desc_t_keys_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_transfer_desc_t_seq_id_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_422 arg2);
+extern swig_type_423 _wrap_kvc_transfer_desc_t_seq_id_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_transfer_desc_t_num_blocks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_424 arg2);
+extern swig_type_425 _wrap_kvc_transfer_desc_t_num_blocks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_transfer_desc_t_first_block_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_426 arg2);
+extern swig_type_427 _wrap_kvc_transfer_desc_t_first_block_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_transfer_desc_t_num_tokens_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_428 arg2);
+extern swig_type_429 _wrap_kvc_transfer_desc_t_num_tokens_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_transfer_desc_t_keys_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_430 arg2);
+extern swig_type_431 _wrap_kvc_transfer_desc_t_keys_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_transfer_desc_t_kvc_c42b5e67b80b4c6d(void);
 extern void _wrap_delete_kvc_transfer_desc_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_transfer_desc_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern swig_type_430 _wrap_kvc_cache_export_sequence_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_431 arg2, swig_type_432 arg3, swig_voidp arg4);
+extern swig_type_432 _wrap_kvc_cache_export_sequence_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_433 arg2, swig_type_434 arg3, swig_voidp arg4);
 extern void _wrap_kvc_export_release_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern swig_type_433 _wrap_kvc_export_describe_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_434 _wrap_kvc_export_block_ids_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_435 arg4, swig_voidp arg5);
-extern swig_type_436 _wrap_kvc_export_keys_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, swig_type_437 arg3, swig_voidp arg4);
-extern swig_type_438 _wrap_kvc_cache_import_begin_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_439 arg2, swig_voidp arg3, swig_type_440 arg4, uintptr_t arg5, uintptr_t arg6, swig_type_441 arg7, swig_voidp arg8);
-extern swig_type_442 _wrap_kvc_import_describe_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
-extern swig_type_443 _wrap_kvc_import_block_ids_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_444 arg4, swig_voidp arg5);
-extern swig_type_445 _wrap_kvc_import_complete_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_446 arg2);
-extern swig_type_447 _wrap_kvc_import_abort_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern swig_type_435 _wrap_kvc_export_describe_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_436 _wrap_kvc_export_block_ids_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_437 arg4, swig_voidp arg5);
+extern swig_type_438 _wrap_kvc_export_keys_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, swig_type_439 arg3, swig_voidp arg4);
+extern swig_type_440 _wrap_kvc_cache_import_begin_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_441 arg2, swig_voidp arg3, swig_type_442 arg4, uintptr_t arg5, uintptr_t arg6, swig_type_443 arg7, swig_voidp arg8);
+extern swig_type_444 _wrap_kvc_import_describe_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_445 _wrap_kvc_import_block_ids_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, swig_voidp arg3, swig_type_446 arg4, swig_voidp arg5);
+extern swig_type_447 _wrap_kvc_import_complete_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_448 arg2);
+extern swig_type_449 _wrap_kvc_import_abort_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_import_destroy_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern swig_intgo _wrap_KVC_SHARE_HANDLE_POSIX_FD_kvc_c42b5e67b80b4c6d(void);
 extern void _wrap_kvc_pool_share_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
@@ -1484,14 +1487,14 @@ extern void _wrap_kvc_pool_share_t_handle_type_set_kvc_c42b5e67b80b4c6d(uintptr_
 extern int _wrap_kvc_pool_share_t_handle_type_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_pool_share_t_reserved_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_pool_share_t_reserved_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_pool_share_t_num_chunks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_448 arg2);
-extern swig_type_449 _wrap_kvc_pool_share_t_num_chunks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_pool_share_t_granularity_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_450 arg2);
-extern swig_type_451 _wrap_kvc_pool_share_t_granularity_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_pool_share_t_reserved_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_452 arg2);
-extern swig_type_453 _wrap_kvc_pool_share_t_reserved_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_pool_share_t_mapped_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_454 arg2);
-extern swig_type_455 _wrap_kvc_pool_share_t_mapped_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_pool_share_t_num_chunks_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_450 arg2);
+extern swig_type_451 _wrap_kvc_pool_share_t_num_chunks_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_pool_share_t_granularity_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_452 arg2);
+extern swig_type_453 _wrap_kvc_pool_share_t_granularity_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_pool_share_t_reserved_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_454 arg2);
+extern swig_type_455 _wrap_kvc_pool_share_t_reserved_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_pool_share_t_mapped_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_456 arg2);
+extern swig_type_457 _wrap_kvc_pool_share_t_mapped_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_pool_share_t_kvc_c42b5e67b80b4c6d(void);
 extern void _wrap_delete_kvc_pool_share_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_pool_share_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
@@ -1499,17 +1502,17 @@ extern void _wrap_kvc_share_chunk_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr
 extern int _wrap_kvc_share_chunk_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_share_chunk_t_fd_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_share_chunk_t_fd_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_share_chunk_t_index_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_456 arg2);
-extern swig_type_457 _wrap_kvc_share_chunk_t_index_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_share_chunk_t_offset_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_458 arg2);
-extern swig_type_459 _wrap_kvc_share_chunk_t_offset_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_share_chunk_t_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_460 arg2);
-extern swig_type_461 _wrap_kvc_share_chunk_t_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_share_chunk_t_index_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_458 arg2);
+extern swig_type_459 _wrap_kvc_share_chunk_t_index_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_share_chunk_t_offset_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_460 arg2);
+extern swig_type_461 _wrap_kvc_share_chunk_t_offset_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_share_chunk_t_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_462 arg2);
+extern swig_type_463 _wrap_kvc_share_chunk_t_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_share_chunk_t_kvc_c42b5e67b80b4c6d(void);
 extern void _wrap_delete_kvc_share_chunk_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_share_chunk_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern swig_type_462 _wrap_kvc_cache_describe_pool_share_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, int arg3, uintptr_t arg4);
-extern swig_type_463 _wrap_kvc_cache_export_pool_chunk_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, int arg3, swig_type_464 arg4, uintptr_t arg5);
+extern swig_type_464 _wrap_kvc_cache_describe_pool_share_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, int arg3, uintptr_t arg4);
+extern swig_type_465 _wrap_kvc_cache_export_pool_chunk_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, int arg3, swig_type_466 arg4, uintptr_t arg5);
 extern swig_intgo _wrap_KVC_RESOURCE_SSM_kvc_c42b5e67b80b4c6d(void);
 extern swig_intgo _wrap_KVC_RESOURCE_CONV_kvc_c42b5e67b80b4c6d(void);
 extern swig_intgo _wrap_KVC_RESOURCE_GENERIC_kvc_c42b5e67b80b4c6d(void);
@@ -1523,13 +1526,13 @@ extern swig_intgo _wrap_KVC_RESOURCE_REASON_KV_HEAD_DIM_DIFFERS_kvc_c42b5e67b80b
 extern swig_intgo _wrap_KVC_RESOURCE_REASON_KV_DTYPE_DIFFERS_kvc_c42b5e67b80b4c6d(void);
 extern swig_intgo _wrap_KVC_RESOURCE_REASON_KV_FACTOR_DIFFERS_kvc_c42b5e67b80b4c6d(void);
 extern swig_intgo _wrap_KVC_RESOURCE_REASON_KV_LAYOUT_DIFFERS_kvc_c42b5e67b80b4c6d(void);
-extern swig_type_465 _wrap_kvc_config_add_ssm_state_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, int arg3, int arg4, int arg5, swig_voidp arg6);
-extern swig_type_466 _wrap_kvc_config_add_conv_state_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, int arg3, int arg4, swig_voidp arg5);
-extern swig_type_467 _wrap_kvc_config_add_generic_state_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_468 arg2, swig_type_469 arg3, swig_voidp arg4);
-extern swig_type_470 _wrap_kvc_config_add_unpaged_resource_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_471 arg2, swig_type_472 arg3, swig_voidp arg4);
-extern swig_type_473 _wrap_kvc_config_get_num_resources_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_474 _wrap_kvc_config_set_max_state_slots_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
-extern swig_type_475 _wrap_kvc_config_get_max_state_slots_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_467 _wrap_kvc_config_add_ssm_state_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, int arg3, int arg4, int arg5, swig_voidp arg6);
+extern swig_type_468 _wrap_kvc_config_add_conv_state_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, int arg3, int arg4, swig_voidp arg5);
+extern swig_type_469 _wrap_kvc_config_add_generic_state_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_470 arg2, swig_type_471 arg3, swig_voidp arg4);
+extern swig_type_472 _wrap_kvc_config_add_unpaged_resource_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_473 arg2, swig_type_474 arg3, swig_voidp arg4);
+extern swig_type_475 _wrap_kvc_config_get_num_resources_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_476 _wrap_kvc_config_set_max_state_slots_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern swig_type_477 _wrap_kvc_config_get_max_state_slots_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_kvc_resource_desc_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_resource_desc_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_resource_desc_t_kind_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
@@ -1538,8 +1541,8 @@ extern void _wrap_kvc_resource_desc_t_managed_set_kvc_c42b5e67b80b4c6d(uintptr_t
 extern int _wrap_kvc_resource_desc_t_managed_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_resource_desc_t_reason_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_resource_desc_t_reason_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_reason_text_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_476 arg2);
-extern swig_type_477 _wrap_kvc_resource_desc_t_reason_text_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_reason_text_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_478 arg2);
+extern swig_type_479 _wrap_kvc_resource_desc_t_reason_text_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_resource_desc_t_dtype_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_resource_desc_t_dtype_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_resource_desc_t_num_heads_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
@@ -1558,32 +1561,32 @@ extern void _wrap_kvc_resource_desc_t_num_slots_set_kvc_c42b5e67b80b4c6d(uintptr
 extern int _wrap_kvc_resource_desc_t_num_slots_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_resource_desc_t_slots_used_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_resource_desc_t_slots_used_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_bytes_per_token_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_478 arg2);
-extern swig_type_479 _wrap_kvc_resource_desc_t_bytes_per_token_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_max_tokens_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_480 arg2);
-extern swig_type_481 _wrap_kvc_resource_desc_t_max_tokens_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_alignment_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_482 arg2);
-extern swig_type_483 _wrap_kvc_resource_desc_t_alignment_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_slot_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_484 arg2);
-extern swig_type_485 _wrap_kvc_resource_desc_t_slot_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_slot_stride_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_486 arg2);
-extern swig_type_487 _wrap_kvc_resource_desc_t_slot_stride_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_stride0_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_488 arg2);
-extern swig_type_489 _wrap_kvc_resource_desc_t_stride0_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_stride1_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_490 arg2);
-extern swig_type_491 _wrap_kvc_resource_desc_t_stride1_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_resource_desc_t_stride2_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_492 arg2);
-extern swig_type_493 _wrap_kvc_resource_desc_t_stride2_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_bytes_per_token_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_480 arg2);
+extern swig_type_481 _wrap_kvc_resource_desc_t_bytes_per_token_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_max_tokens_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_482 arg2);
+extern swig_type_483 _wrap_kvc_resource_desc_t_max_tokens_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_alignment_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_484 arg2);
+extern swig_type_485 _wrap_kvc_resource_desc_t_alignment_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_slot_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_486 arg2);
+extern swig_type_487 _wrap_kvc_resource_desc_t_slot_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_slot_stride_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_488 arg2);
+extern swig_type_489 _wrap_kvc_resource_desc_t_slot_stride_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_stride0_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_490 arg2);
+extern swig_type_491 _wrap_kvc_resource_desc_t_stride0_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_stride1_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_492 arg2);
+extern swig_type_493 _wrap_kvc_resource_desc_t_stride1_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_resource_desc_t_stride2_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_494 arg2);
+extern swig_type_495 _wrap_kvc_resource_desc_t_stride2_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_resource_desc_t_base_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
 extern uintptr_t _wrap_kvc_resource_desc_t_base_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_resource_desc_t_kvc_c42b5e67b80b4c6d(void);
 extern void _wrap_delete_kvc_resource_desc_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_resource_desc_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern swig_type_494 _wrap_kvc_cache_describe_resource_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, uintptr_t arg3);
-extern swig_type_495 _wrap_kvc_batch_state_slots_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2, swig_type_496 arg3, int arg4, swig_voidp arg5);
-extern swig_type_497 _wrap_kvc_config_set_max_state_snapshots_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
-extern swig_type_498 _wrap_kvc_config_get_max_state_snapshots_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_499 _wrap_kvc_sequence_publish_state_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_500 arg2, swig_type_501 arg3, uintptr_t arg4);
+extern swig_type_496 _wrap_kvc_cache_describe_resource_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern swig_type_497 _wrap_kvc_batch_state_slots_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2, swig_type_498 arg3, int arg4, swig_voidp arg5);
+extern swig_type_499 _wrap_kvc_config_set_max_state_snapshots_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
+extern swig_type_500 _wrap_kvc_config_get_max_state_snapshots_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_501 _wrap_kvc_sequence_publish_state_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_502 arg2, swig_type_503 arg3, uintptr_t arg4);
 extern void _wrap_kvc_snapshot_stats_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_snapshot_stats_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_snapshot_stats_t_num_slots_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
@@ -1592,38 +1595,38 @@ extern void _wrap_kvc_snapshot_stats_t_slots_used_set_kvc_c42b5e67b80b4c6d(uintp
 extern int _wrap_kvc_snapshot_stats_t_slots_used_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_snapshot_stats_t_reserved_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_snapshot_stats_t_reserved_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_stats_t_bytes_per_snapshot_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_502 arg2);
-extern swig_type_503 _wrap_kvc_snapshot_stats_t_bytes_per_snapshot_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_stats_t_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_504 arg2);
-extern swig_type_505 _wrap_kvc_snapshot_stats_t_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_stats_t_published_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_506 arg2);
-extern swig_type_507 _wrap_kvc_snapshot_stats_t_published_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_stats_t_hits_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_508 arg2);
-extern swig_type_509 _wrap_kvc_snapshot_stats_t_hits_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_stats_t_hit_tokens_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_510 arg2);
-extern swig_type_511 _wrap_kvc_snapshot_stats_t_hit_tokens_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_stats_t_restores_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_512 arg2);
-extern swig_type_513 _wrap_kvc_snapshot_stats_t_restores_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_stats_t_evicted_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_514 arg2);
-extern swig_type_515 _wrap_kvc_snapshot_stats_t_evicted_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_stats_t_dropped_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_516 arg2);
-extern swig_type_517 _wrap_kvc_snapshot_stats_t_dropped_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_bytes_per_snapshot_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_504 arg2);
+extern swig_type_505 _wrap_kvc_snapshot_stats_t_bytes_per_snapshot_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_506 arg2);
+extern swig_type_507 _wrap_kvc_snapshot_stats_t_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_published_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_508 arg2);
+extern swig_type_509 _wrap_kvc_snapshot_stats_t_published_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_hits_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_510 arg2);
+extern swig_type_511 _wrap_kvc_snapshot_stats_t_hits_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_hit_tokens_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_512 arg2);
+extern swig_type_513 _wrap_kvc_snapshot_stats_t_hit_tokens_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_restores_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_514 arg2);
+extern swig_type_515 _wrap_kvc_snapshot_stats_t_restores_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_evicted_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_516 arg2);
+extern swig_type_517 _wrap_kvc_snapshot_stats_t_evicted_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_dropped_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_518 arg2);
+extern swig_type_519 _wrap_kvc_snapshot_stats_t_dropped_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_snapshot_stats_t_host_num_slots_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_snapshot_stats_t_host_num_slots_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_snapshot_stats_t_host_slots_used_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_snapshot_stats_t_host_slots_used_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_stats_t_host_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_518 arg2);
-extern swig_type_519 _wrap_kvc_snapshot_stats_t_host_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_stats_t_offloaded_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_520 arg2);
-extern swig_type_521 _wrap_kvc_snapshot_stats_t_offloaded_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_stats_t_onboarded_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_522 arg2);
-extern swig_type_523 _wrap_kvc_snapshot_stats_t_onboarded_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_snapshot_stats_t_host_evicted_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_524 arg2);
-extern swig_type_525 _wrap_kvc_snapshot_stats_t_host_evicted_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_host_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_520 arg2);
+extern swig_type_521 _wrap_kvc_snapshot_stats_t_host_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_offloaded_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_522 arg2);
+extern swig_type_523 _wrap_kvc_snapshot_stats_t_offloaded_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_onboarded_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_524 arg2);
+extern swig_type_525 _wrap_kvc_snapshot_stats_t_onboarded_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_snapshot_stats_t_host_evicted_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_526 arg2);
+extern swig_type_527 _wrap_kvc_snapshot_stats_t_host_evicted_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_snapshot_stats_t_kvc_c42b5e67b80b4c6d(void);
 extern void _wrap_delete_kvc_snapshot_stats_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_snapshot_stats_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern swig_type_526 _wrap_kvc_cache_get_snapshot_stats_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
+extern swig_type_528 _wrap_kvc_cache_get_snapshot_stats_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
 extern void _wrap_kvc_kv_resource_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_kv_resource_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_kv_resource_t_layers_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2);
@@ -1645,15 +1648,15 @@ extern int _wrap_kvc_kv_resource_t_window_get_kvc_c42b5e67b80b4c6d(uintptr_t arg
 extern uintptr_t _wrap_new_kvc_kv_resource_t_kvc_c42b5e67b80b4c6d(void);
 extern void _wrap_delete_kvc_kv_resource_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_kv_resource_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern swig_type_527 _wrap_kvc_config_add_kv_resource_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_529 _wrap_kvc_config_add_kv_resource_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_kvc_kv_resource_desc_t_struct_size_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_kv_resource_desc_t_struct_size_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_kv_resource_desc_t_managed_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_kv_resource_desc_t_managed_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_kv_resource_desc_t_reason_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_kv_resource_desc_t_reason_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_kv_resource_desc_t_reason_text_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_528 arg2);
-extern swig_type_529 _wrap_kvc_kv_resource_desc_t_reason_text_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_kv_resource_desc_t_reason_text_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_530 arg2);
+extern swig_type_531 _wrap_kvc_kv_resource_desc_t_reason_text_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_kv_resource_desc_t_managed_with_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_kv_resource_desc_t_managed_with_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_kv_resource_desc_t_num_layers_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
@@ -1674,27 +1677,27 @@ extern void _wrap_kvc_kv_resource_desc_t_group_set_kvc_c42b5e67b80b4c6d(uintptr_
 extern int _wrap_kvc_kv_resource_desc_t_group_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_kv_resource_desc_t_pool_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2);
 extern int _wrap_kvc_kv_resource_desc_t_pool_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvc_kv_resource_desc_t_block_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_530 arg2);
-extern swig_type_531 _wrap_kvc_kv_resource_desc_t_block_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvc_kv_resource_desc_t_block_bytes_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_532 arg2);
+extern swig_type_533 _wrap_kvc_kv_resource_desc_t_block_bytes_get_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern uintptr_t _wrap_new_kvc_kv_resource_desc_t_kvc_c42b5e67b80b4c6d(void);
 extern void _wrap_delete_kvc_kv_resource_desc_t_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
 extern void _wrap_kvc_kv_resource_desc_init_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern swig_type_532 _wrap_kvc_cache_describe_kv_resource_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, uintptr_t arg3);
-extern uintptr_t _wrap_kvcgo_buffer_new_kvc_c42b5e67b80b4c6d(swig_voidp arg1, swig_type_533 arg2);
+extern swig_type_534 _wrap_kvc_cache_describe_kv_resource_kvc_c42b5e67b80b4c6d(uintptr_t arg1, int arg2, uintptr_t arg3);
+extern uintptr_t _wrap_kvcgo_buffer_new_kvc_c42b5e67b80b4c6d(swig_voidp arg1, swig_type_535 arg2);
 extern void _wrap_kvcgo_buffer_free_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvcgo_buffer_read_kvc_c42b5e67b80b4c6d(swig_voidp arg1, uintptr_t arg2, swig_type_534 arg3);
-extern swig_type_535 _wrap_kvcgo_cstring_length_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
-extern void _wrap_kvcgo_buffer_write_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2, swig_type_536 arg3);
-extern void _wrap_kvcgo_extra_key_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_537 arg2, swig_type_538 arg3, swig_type_539 arg4, uintptr_t arg5, swig_type_540 arg6);
-extern swig_type_541 _wrap_kvcgo_cache_async_error_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_542 _wrap_kvcgo_stateful_async_error_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_543 _wrap_kvcgo_extra_key_size_kvc_c42b5e67b80b4c6d(void);
-extern void _wrap_kvcgo_retention_range_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_544 arg2, swig_type_545 arg3, swig_type_546 arg4, int arg5, swig_type_547 arg6);
-extern swig_type_548 _wrap_kvcgo_retention_range_size_kvc_c42b5e67b80b4c6d(void);
-extern swig_type_549 _wrap_kvcgo_event_size_kvc_c42b5e67b80b4c6d(void);
-extern swig_type_550 _wrap_kvcgo_snapshot_entry_size_kvc_c42b5e67b80b4c6d(void);
-extern void _wrap_kvcgo_events_read_kvc_c42b5e67b80b4c6d(swig_voidp arg1, uintptr_t arg2, swig_type_551 arg3);
-extern void _wrap_kvcgo_snapshot_read_kvc_c42b5e67b80b4c6d(swig_voidp arg1, uintptr_t arg2, swig_type_552 arg3);
+extern void _wrap_kvcgo_buffer_read_kvc_c42b5e67b80b4c6d(swig_voidp arg1, uintptr_t arg2, swig_type_536 arg3);
+extern swig_type_537 _wrap_kvcgo_cstring_length_kvc_c42b5e67b80b4c6d(uintptr_t arg1);
+extern void _wrap_kvcgo_buffer_write_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_voidp arg2, swig_type_538 arg3);
+extern void _wrap_kvcgo_extra_key_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_539 arg2, swig_type_540 arg3, swig_type_541 arg4, uintptr_t arg5, swig_type_542 arg6);
+extern swig_type_543 _wrap_kvcgo_cache_async_error_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_544 _wrap_kvcgo_stateful_async_error_kvc_c42b5e67b80b4c6d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_545 _wrap_kvcgo_extra_key_size_kvc_c42b5e67b80b4c6d(void);
+extern void _wrap_kvcgo_retention_range_set_kvc_c42b5e67b80b4c6d(uintptr_t arg1, swig_type_546 arg2, swig_type_547 arg3, swig_type_548 arg4, int arg5, swig_type_549 arg6);
+extern swig_type_550 _wrap_kvcgo_retention_range_size_kvc_c42b5e67b80b4c6d(void);
+extern swig_type_551 _wrap_kvcgo_event_size_kvc_c42b5e67b80b4c6d(void);
+extern swig_type_552 _wrap_kvcgo_snapshot_entry_size_kvc_c42b5e67b80b4c6d(void);
+extern void _wrap_kvcgo_events_read_kvc_c42b5e67b80b4c6d(swig_voidp arg1, uintptr_t arg2, swig_type_553 arg3);
+extern void _wrap_kvcgo_snapshot_read_kvc_c42b5e67b80b4c6d(swig_voidp arg1, uintptr_t arg2, swig_type_554 arg3);
 #undef intgo
 */
 import "C"
@@ -4696,11 +4699,24 @@ func Kvc_cache_probe(arg1 Cache, arg2 *int32, arg3 uint64, arg4 Kvc_sequence_opt
 	return swig_r_1
 }
 
+func Kvc_cache_make_room(arg1 Cache, arg2 uint64, arg3 uintptr, arg4 *uint64) (_swig_ret error) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	swig_r_p := C._wrap_kvc_cache_make_room_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_189(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 error
+	swig_r_1 = statusError(swig_r)
+	return swig_r_1
+}
+
 func Kvc_cache_advance_clock(arg1 Cache, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_cache_advance_clock_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_189(_swig_i_1))
+	swig_r_p := C._wrap_kvc_cache_advance_clock_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_191(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4714,7 +4730,7 @@ func Kvc_batch_extend(arg1 Cache, arg2 *uint64, arg3 *int32, arg4 uint64, arg5 u
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvc_batch_extend_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_191(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_kvc_batch_extend_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_193(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4731,7 +4747,7 @@ func Kvc_batch_block_table(arg1 Cache, arg2 uint32, arg3 *uint64, arg4 uint64, a
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_kvc_batch_block_table_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_193(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_194(_swig_i_5), C.int(_swig_i_6), C.swig_voidp(_swig_i_7))
+	swig_r_p := C._wrap_kvc_batch_block_table_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_195(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_196(_swig_i_5), C.int(_swig_i_6), C.swig_voidp(_swig_i_7))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4749,7 +4765,7 @@ func Kvc_batch_block_table_csr(arg1 Cache, arg2 uint32, arg3 *uint64, arg4 uint6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
 	_swig_i_8 := arg9
-	swig_r_p := C._wrap_kvc_batch_block_table_csr_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_196(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_type_197(_swig_i_6), C.swig_voidp(_swig_i_7), C.swig_voidp(_swig_i_8))
+	swig_r_p := C._wrap_kvc_batch_block_table_csr_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_198(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_voidp(_swig_i_5), C.swig_type_199(_swig_i_6), C.swig_voidp(_swig_i_7), C.swig_voidp(_swig_i_8))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4762,7 +4778,7 @@ func Kvc_batch_sequence_lengths(arg1 Cache, arg2 *uint64, arg3 uint64, arg4 *int
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_batch_sequence_lengths_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_199(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_kvc_batch_sequence_lengths_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_201(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4779,7 +4795,7 @@ func Kvc_batch_slot_mapping(arg1 Cache, arg2 uint32, arg3 *uint64, arg4 uint64, 
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_kvc_batch_slot_mapping_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_201(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_202(_swig_i_5), C.swig_voidp(_swig_i_6), C.swig_voidp(_swig_i_7))
+	swig_r_p := C._wrap_kvc_batch_slot_mapping_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_203(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_204(_swig_i_5), C.swig_voidp(_swig_i_6), C.swig_voidp(_swig_i_7))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -4824,7 +4840,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetReserved() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetNum_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_num_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_203(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_num_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_205(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetNum_blocks() (_swig_ret uint64) {
@@ -4837,7 +4853,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetNum_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetFree_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_free_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_205(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_free_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_207(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetFree_blocks() (_swig_ret uint64) {
@@ -4850,7 +4866,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetFree_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetCached_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_cached_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_207(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_cached_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_209(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetCached_blocks() (_swig_ret uint64) {
@@ -4863,7 +4879,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetCached_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetIn_use_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_209(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_in_use_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_211(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetIn_use_blocks() (_swig_ret uint64) {
@@ -4876,7 +4892,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetIn_use_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetReused_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_reused_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_211(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_reused_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_213(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetReused_blocks() (_swig_ret uint64) {
@@ -4889,7 +4905,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetReused_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetMissed_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_missed_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_213(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_missed_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_215(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetMissed_blocks() (_swig_ret uint64) {
@@ -4915,7 +4931,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetHit_rate() (_swig_ret float64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetEvicted_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_215(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_evicted_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_217(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetEvicted_blocks() (_swig_ret uint64) {
@@ -4928,7 +4944,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetEvicted_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetNum_sequences(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_num_sequences_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_217(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_num_sequences_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_219(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetNum_sequences() (_swig_ret uint64) {
@@ -4941,7 +4957,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetNum_sequences() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetNum_pinned(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_num_pinned_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_219(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_num_pinned_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_221(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetNum_pinned() (_swig_ret uint64) {
@@ -4954,7 +4970,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetNum_pinned() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetTree_nodes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_tree_nodes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_221(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_tree_nodes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_223(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetTree_nodes() (_swig_ret uint64) {
@@ -4967,7 +4983,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetTree_nodes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetOffloaded_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_223(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_offloaded_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_225(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetOffloaded_blocks() (_swig_ret uint64) {
@@ -4980,7 +4996,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetOffloaded_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetOnboarded_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_225(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_onboarded_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_227(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetOnboarded_blocks() (_swig_ret uint64) {
@@ -4993,7 +5009,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetOnboarded_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetOffloaded_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_227(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_offloaded_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_229(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetOffloaded_bytes() (_swig_ret uint64) {
@@ -5006,7 +5022,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetOffloaded_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetOnboarded_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_229(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_onboarded_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_231(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetOnboarded_bytes() (_swig_ret uint64) {
@@ -5019,7 +5035,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetOnboarded_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetHost_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_host_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_231(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_host_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_233(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetHost_blocks() (_swig_ret uint64) {
@@ -5032,7 +5048,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetHost_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetHost_free_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_233(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_host_free_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_235(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetHost_free_blocks() (_swig_ret uint64) {
@@ -5045,7 +5061,7 @@ func (arg1 SwigcptrKvc_cache_stats_t) GetHost_free_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_cache_stats_t) SetHost_cached_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_235(_swig_i_1))
+	C._wrap_kvc_cache_stats_t_host_cached_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_237(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_cache_stats_t) GetHost_cached_blocks() (_swig_ret uint64) {
@@ -5165,7 +5181,7 @@ func (arg1 SwigcptrKvc_group_stats_t) GetPool() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_group_stats_t) SetIn_use_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_in_use_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_238(_swig_i_1))
+	C._wrap_kvc_group_stats_t_in_use_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_240(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetIn_use_blocks() (_swig_ret uint64) {
@@ -5178,7 +5194,7 @@ func (arg1 SwigcptrKvc_group_stats_t) GetIn_use_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_group_stats_t) SetCached_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_cached_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_240(_swig_i_1))
+	C._wrap_kvc_group_stats_t_cached_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_242(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetCached_blocks() (_swig_ret uint64) {
@@ -5191,7 +5207,7 @@ func (arg1 SwigcptrKvc_group_stats_t) GetCached_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_group_stats_t) SetPool_free_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_242(_swig_i_1))
+	C._wrap_kvc_group_stats_t_pool_free_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_244(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetPool_free_blocks() (_swig_ret uint64) {
@@ -5204,7 +5220,7 @@ func (arg1 SwigcptrKvc_group_stats_t) GetPool_free_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_group_stats_t) SetReused_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_reused_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_244(_swig_i_1))
+	C._wrap_kvc_group_stats_t_reused_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_246(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetReused_blocks() (_swig_ret uint64) {
@@ -5217,7 +5233,7 @@ func (arg1 SwigcptrKvc_group_stats_t) GetReused_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_group_stats_t) SetMissed_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_missed_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_246(_swig_i_1))
+	C._wrap_kvc_group_stats_t_missed_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_248(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetMissed_blocks() (_swig_ret uint64) {
@@ -5230,7 +5246,7 @@ func (arg1 SwigcptrKvc_group_stats_t) GetMissed_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_group_stats_t) SetEvicted_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_evicted_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_248(_swig_i_1))
+	C._wrap_kvc_group_stats_t_evicted_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_250(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetEvicted_blocks() (_swig_ret uint64) {
@@ -5243,7 +5259,7 @@ func (arg1 SwigcptrKvc_group_stats_t) GetEvicted_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_group_stats_t) SetReleased_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_group_stats_t_released_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_250(_swig_i_1))
+	C._wrap_kvc_group_stats_t_released_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_252(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_group_stats_t) GetReleased_blocks() (_swig_ret uint64) {
@@ -5554,7 +5570,7 @@ func (arg1 SwigcptrKvc_store_strides_t) GetSeq_len() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_store_strides_t) SetKey_seq_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_strides_t_key_seq_stride_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_256(_swig_i_1))
+	C._wrap_kvc_store_strides_t_key_seq_stride_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_258(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) GetKey_seq_stride() (_swig_ret int64) {
@@ -5567,7 +5583,7 @@ func (arg1 SwigcptrKvc_store_strides_t) GetKey_seq_stride() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_store_strides_t) SetKey_token_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_strides_t_key_token_stride_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_258(_swig_i_1))
+	C._wrap_kvc_store_strides_t_key_token_stride_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_260(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) GetKey_token_stride() (_swig_ret int64) {
@@ -5580,7 +5596,7 @@ func (arg1 SwigcptrKvc_store_strides_t) GetKey_token_stride() (_swig_ret int64) 
 func (arg1 SwigcptrKvc_store_strides_t) SetKey_head_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_strides_t_key_head_stride_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_260(_swig_i_1))
+	C._wrap_kvc_store_strides_t_key_head_stride_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_262(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) GetKey_head_stride() (_swig_ret int64) {
@@ -5593,7 +5609,7 @@ func (arg1 SwigcptrKvc_store_strides_t) GetKey_head_stride() (_swig_ret int64) {
 func (arg1 SwigcptrKvc_store_strides_t) SetValue_seq_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_strides_t_value_seq_stride_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_262(_swig_i_1))
+	C._wrap_kvc_store_strides_t_value_seq_stride_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_264(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) GetValue_seq_stride() (_swig_ret int64) {
@@ -5606,7 +5622,7 @@ func (arg1 SwigcptrKvc_store_strides_t) GetValue_seq_stride() (_swig_ret int64) 
 func (arg1 SwigcptrKvc_store_strides_t) SetValue_token_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_strides_t_value_token_stride_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_264(_swig_i_1))
+	C._wrap_kvc_store_strides_t_value_token_stride_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_266(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) GetValue_token_stride() (_swig_ret int64) {
@@ -5619,7 +5635,7 @@ func (arg1 SwigcptrKvc_store_strides_t) GetValue_token_stride() (_swig_ret int64
 func (arg1 SwigcptrKvc_store_strides_t) SetValue_head_stride(arg2 int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_store_strides_t_value_head_stride_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_266(_swig_i_1))
+	C._wrap_kvc_store_strides_t_value_head_stride_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_268(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_store_strides_t) GetValue_head_stride() (_swig_ret int64) {
@@ -5959,7 +5975,7 @@ func (arg1 SwigcptrKvc_decode_args_t) GetWorkspace() (_swig_ret uintptr) {
 func (arg1 SwigcptrKvc_decode_args_t) SetWorkspace_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_decode_args_t_workspace_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_270(_swig_i_1))
+	C._wrap_kvc_decode_args_t_workspace_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_272(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_decode_args_t) GetWorkspace_bytes() (_swig_ret uint64) {
@@ -6365,7 +6381,7 @@ func (arg1 SwigcptrKvc_prefill_args_t) GetWorkspace() (_swig_ret uintptr) {
 func (arg1 SwigcptrKvc_prefill_args_t) SetWorkspace_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_274(_swig_i_1))
+	C._wrap_kvc_prefill_args_t_workspace_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_276(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_prefill_args_t) GetWorkspace_bytes() (_swig_ret uint64) {
@@ -6739,7 +6755,7 @@ func (arg1 SwigcptrKvc_stateful_view_t) GetValue() (_swig_ret uintptr) {
 func (arg1 SwigcptrKvc_stateful_view_t) SetRow_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_row_stride_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_280(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_row_stride_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_282(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetRow_stride() (_swig_ret uint64) {
@@ -6752,7 +6768,7 @@ func (arg1 SwigcptrKvc_stateful_view_t) GetRow_stride() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_stateful_view_t) SetHead_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_head_stride_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_282(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_head_stride_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_284(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetHead_stride() (_swig_ret uint64) {
@@ -6765,7 +6781,7 @@ func (arg1 SwigcptrKvc_stateful_view_t) GetHead_stride() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_stateful_view_t) SetToken_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_view_t_token_stride_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_284(_swig_i_1))
+	C._wrap_kvc_stateful_view_t_token_stride_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_286(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_view_t) GetToken_stride() (_swig_ret uint64) {
@@ -7219,7 +7235,7 @@ func Kvc_stateful_export_row(arg1 Stateful, arg2 uint32, arg3 uintptr, arg4 uint
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r_p := C._wrap_kvc_stateful_export_row_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_294(_swig_i_3), C.swig_voidp(_swig_i_4), C.uintptr_t(_swig_i_5))
+	swig_r_p := C._wrap_kvc_stateful_export_row_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_296(_swig_i_3), C.swig_voidp(_swig_i_4), C.uintptr_t(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -7233,7 +7249,7 @@ func Kvc_stateful_import_row(arg1 Stateful, arg2 uint32, arg3 uintptr, arg4 uint
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvc_stateful_import_row_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_296(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_kvc_stateful_import_row_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_298(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -7395,7 +7411,7 @@ func (arg1 SwigcptrKvc_stateful_decode_args_t) GetWorkspace() (_swig_ret uintptr
 func (arg1 SwigcptrKvc_stateful_decode_args_t) SetWorkspace_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_decode_args_t_workspace_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_297(_swig_i_1))
+	C._wrap_kvc_stateful_decode_args_t_workspace_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_299(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_decode_args_t) GetWorkspace_bytes() (_swig_ret uint64) {
@@ -7524,7 +7540,7 @@ func (arg1 SwigcptrKvc_stateful_stats_t) GetNum_layers() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_stateful_stats_t) SetBytes_allocated(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_bytes_allocated_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_302(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_bytes_allocated_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_304(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetBytes_allocated() (_swig_ret uint64) {
@@ -7537,7 +7553,7 @@ func (arg1 SwigcptrKvc_stateful_stats_t) GetBytes_allocated() (_swig_ret uint64)
 func (arg1 SwigcptrKvc_stateful_stats_t) SetPeak_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_peak_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_304(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_peak_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_306(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetPeak_bytes() (_swig_ret uint64) {
@@ -7550,7 +7566,7 @@ func (arg1 SwigcptrKvc_stateful_stats_t) GetPeak_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_stateful_stats_t) SetKv_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_kv_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_306(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_kv_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_308(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetKv_bytes() (_swig_ret uint64) {
@@ -7563,7 +7579,7 @@ func (arg1 SwigcptrKvc_stateful_stats_t) GetKv_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_stateful_stats_t) SetTable_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_table_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_308(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_table_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_310(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetTable_bytes() (_swig_ret uint64) {
@@ -7576,7 +7592,7 @@ func (arg1 SwigcptrKvc_stateful_stats_t) GetTable_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_stateful_stats_t) SetReallocations(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_reallocations_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_310(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_reallocations_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_312(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetReallocations() (_swig_ret uint64) {
@@ -7589,7 +7605,7 @@ func (arg1 SwigcptrKvc_stateful_stats_t) GetReallocations() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_stateful_stats_t) SetReorders(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_reorders_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_312(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_reorders_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_314(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetReorders() (_swig_ret uint64) {
@@ -7602,7 +7618,7 @@ func (arg1 SwigcptrKvc_stateful_stats_t) GetReorders() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_stateful_stats_t) SetTable_entries_copied(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_table_entries_copied_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_314(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_table_entries_copied_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_316(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetTable_entries_copied() (_swig_ret uint64) {
@@ -7615,7 +7631,7 @@ func (arg1 SwigcptrKvc_stateful_stats_t) GetTable_entries_copied() (_swig_ret ui
 func (arg1 SwigcptrKvc_stateful_stats_t) SetCompactions(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_stats_t_compactions_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_316(_swig_i_1))
+	C._wrap_kvc_stateful_stats_t_compactions_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_318(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_stats_t) GetCompactions() (_swig_ret uint64) {
@@ -7741,7 +7757,7 @@ func (arg1 SwigcptrKvc_stateful_layer_stats_t) GetGrowth_offset() (_swig_ret uin
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) SetBytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_layer_stats_t_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_319(_swig_i_1))
+	C._wrap_kvc_stateful_layer_stats_t_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_321(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) GetBytes() (_swig_ret uint64) {
@@ -7754,7 +7770,7 @@ func (arg1 SwigcptrKvc_stateful_layer_stats_t) GetBytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) SetReallocations(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_stateful_layer_stats_t_reallocations_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_321(_swig_i_1))
+	C._wrap_kvc_stateful_layer_stats_t_reallocations_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_323(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_stateful_layer_stats_t) GetReallocations() (_swig_ret uint64) {
@@ -7931,7 +7947,7 @@ func (p SwigcptrKvc_event_t) SwigIsKvc_event_t() {
 func (arg1 SwigcptrKvc_event_t) SetId(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_id_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_324(_swig_i_1))
+	C._wrap_kvc_event_t_id_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_326(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetId() (_swig_ret uint64) {
@@ -7970,7 +7986,7 @@ func (arg1 SwigcptrKvc_event_t) GetTier() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_event_t) SetHash(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_hash_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_326(_swig_i_1))
+	C._wrap_kvc_event_t_hash_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_328(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetHash() (_swig_ret uint64) {
@@ -7983,7 +7999,7 @@ func (arg1 SwigcptrKvc_event_t) GetHash() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_event_t) SetParent_hash(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_parent_hash_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_328(_swig_i_1))
+	C._wrap_kvc_event_t_parent_hash_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_330(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetParent_hash() (_swig_ret uint64) {
@@ -7996,7 +8012,7 @@ func (arg1 SwigcptrKvc_event_t) GetParent_hash() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_event_t) SetGroups(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_groups_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_330(_swig_i_1))
+	C._wrap_kvc_event_t_groups_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_332(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetGroups() (_swig_ret uint64) {
@@ -8009,7 +8025,7 @@ func (arg1 SwigcptrKvc_event_t) GetGroups() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_event_t) SetLora_id(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_lora_id_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_332(_swig_i_1))
+	C._wrap_kvc_event_t_lora_id_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_334(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetLora_id() (_swig_ret uint64) {
@@ -8074,7 +8090,7 @@ func (arg1 SwigcptrKvc_event_t) GetReserved() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_event_t) SetToken_offset(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_token_offset_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_334(_swig_i_1))
+	C._wrap_kvc_event_t_token_offset_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_336(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetToken_offset() (_swig_ret uint64) {
@@ -8087,7 +8103,7 @@ func (arg1 SwigcptrKvc_event_t) GetToken_offset() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_event_t) SetLost_count(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_t_lost_count_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_336(_swig_i_1))
+	C._wrap_kvc_event_t_lost_count_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_338(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_t) GetLost_count() (_swig_ret uint64) {
@@ -8177,7 +8193,7 @@ func (arg1 SwigcptrKvc_event_drain_t) GetReserved() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_event_drain_t) SetEvents(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_drain_t_events_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_338(_swig_i_1))
+	C._wrap_kvc_event_drain_t_events_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_340(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_drain_t) GetEvents() (_swig_ret uint64) {
@@ -8190,7 +8206,7 @@ func (arg1 SwigcptrKvc_event_drain_t) GetEvents() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_event_drain_t) SetTokens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_drain_t_tokens_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_340(_swig_i_1))
+	C._wrap_kvc_event_drain_t_tokens_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_342(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_drain_t) GetTokens() (_swig_ret uint64) {
@@ -8203,7 +8219,7 @@ func (arg1 SwigcptrKvc_event_drain_t) GetTokens() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_event_drain_t) SetEvents_pending(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_drain_t_events_pending_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_342(_swig_i_1))
+	C._wrap_kvc_event_drain_t_events_pending_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_344(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_drain_t) GetEvents_pending() (_swig_ret uint64) {
@@ -8216,7 +8232,7 @@ func (arg1 SwigcptrKvc_event_drain_t) GetEvents_pending() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_event_drain_t) SetTokens_pending(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_drain_t_tokens_pending_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_344(_swig_i_1))
+	C._wrap_kvc_event_drain_t_tokens_pending_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_346(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_drain_t) GetTokens_pending() (_swig_ret uint64) {
@@ -8229,7 +8245,7 @@ func (arg1 SwigcptrKvc_event_drain_t) GetTokens_pending() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_event_drain_t) SetLast_id(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_event_drain_t_last_id_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_346(_swig_i_1))
+	C._wrap_kvc_event_drain_t_last_id_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_348(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_event_drain_t) GetLast_id() (_swig_ret uint64) {
@@ -8282,7 +8298,7 @@ func Kvc_cache_drain_events(arg1 Cache, arg2 Kvc_event_t, arg3 uint64, arg4 *int
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := getSwigcptr(arg6)
-	swig_r_p := C._wrap_kvc_cache_drain_events_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_349(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_type_350(_swig_i_4), C.uintptr_t(_swig_i_5))
+	swig_r_p := C._wrap_kvc_cache_drain_events_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_351(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_type_352(_swig_i_4), C.uintptr_t(_swig_i_5))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -8301,7 +8317,7 @@ func (p SwigcptrKvc_snapshot_entry_t) SwigIsKvc_snapshot_entry_t() {
 func (arg1 SwigcptrKvc_snapshot_entry_t) SetHash(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_entry_t_hash_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_351(_swig_i_1))
+	C._wrap_kvc_snapshot_entry_t_hash_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_353(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_entry_t) GetHash() (_swig_ret uint64) {
@@ -8314,7 +8330,7 @@ func (arg1 SwigcptrKvc_snapshot_entry_t) GetHash() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_snapshot_entry_t) SetParent_hash(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_entry_t_parent_hash_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_353(_swig_i_1))
+	C._wrap_kvc_snapshot_entry_t_parent_hash_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_355(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_entry_t) GetParent_hash() (_swig_ret uint64) {
@@ -8327,7 +8343,7 @@ func (arg1 SwigcptrKvc_snapshot_entry_t) GetParent_hash() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_snapshot_entry_t) SetGroups(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_entry_t_groups_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_355(_swig_i_1))
+	C._wrap_kvc_snapshot_entry_t_groups_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_357(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_entry_t) GetGroups() (_swig_ret uint64) {
@@ -8340,7 +8356,7 @@ func (arg1 SwigcptrKvc_snapshot_entry_t) GetGroups() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_snapshot_entry_t) SetLora_id(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_entry_t_lora_id_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_357(_swig_i_1))
+	C._wrap_kvc_snapshot_entry_t_lora_id_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_359(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_entry_t) GetLora_id() (_swig_ret uint64) {
@@ -8441,7 +8457,7 @@ func Kvc_cache_snapshot(arg1 Cache, arg2 Kvc_snapshot_entry_t, arg3 uint64, arg4
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvc_cache_snapshot_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_360(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_kvc_cache_snapshot_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_362(_swig_i_2), C.swig_voidp(_swig_i_3), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -8457,7 +8473,7 @@ func Kvc_block_hashes(arg1 Config, arg2 *int32, arg3 uint64, arg4 Kvc_sequence_o
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r_p := C._wrap_kvc_block_hashes_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_362(_swig_i_2), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_363(_swig_i_5), C.swig_voidp(_swig_i_6))
+	swig_r_p := C._wrap_kvc_block_hashes_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_364(_swig_i_2), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4), C.swig_type_365(_swig_i_5), C.swig_voidp(_swig_i_6))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -8469,7 +8485,7 @@ func Kvc_config_set_disk_cache(arg1 Config, arg2 uintptr, arg3 uint64) (_swig_re
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_kvc_config_set_disk_cache_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_365(_swig_i_2))
+	swig_r_p := C._wrap_kvc_config_set_disk_cache_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_367(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -8526,7 +8542,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetTier() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetBlocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_367(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_369(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetBlocks() (_swig_ret uint64) {
@@ -8539,7 +8555,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetBlocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetBytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_369(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_371(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetBytes() (_swig_ret uint64) {
@@ -8552,7 +8568,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetBytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetCapacity_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_capacity_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_371(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_capacity_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_373(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetCapacity_bytes() (_swig_ret uint64) {
@@ -8565,7 +8581,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetCapacity_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetHits(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_hits_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_373(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_hits_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_375(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetHits() (_swig_ret uint64) {
@@ -8578,7 +8594,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetHits() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetMisses(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_misses_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_375(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_misses_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_377(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetMisses() (_swig_ret uint64) {
@@ -8591,7 +8607,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetMisses() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetRejected(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_rejected_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_377(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_rejected_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_379(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetRejected() (_swig_ret uint64) {
@@ -8604,7 +8620,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetRejected() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetOnboarded_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_onboarded_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_379(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_onboarded_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_381(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetOnboarded_blocks() (_swig_ret uint64) {
@@ -8617,7 +8633,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetOnboarded_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetOnboarded_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_onboarded_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_381(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_onboarded_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_383(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetOnboarded_bytes() (_swig_ret uint64) {
@@ -8630,7 +8646,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetOnboarded_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetOffered_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_offered_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_383(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_offered_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_385(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetOffered_blocks() (_swig_ret uint64) {
@@ -8643,7 +8659,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetOffered_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetStored_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_stored_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_385(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_stored_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_387(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetStored_blocks() (_swig_ret uint64) {
@@ -8656,7 +8672,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetStored_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetDropped_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_dropped_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_387(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_dropped_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_389(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetDropped_blocks() (_swig_ret uint64) {
@@ -8669,7 +8685,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetDropped_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetErrors(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_errors_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_389(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_errors_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_391(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetErrors() (_swig_ret uint64) {
@@ -8682,7 +8698,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetErrors() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetEvicted_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_evicted_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_391(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_evicted_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_393(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetEvicted_blocks() (_swig_ret uint64) {
@@ -8695,7 +8711,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetEvicted_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetQueued_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_queued_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_393(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_queued_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_395(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetQueued_blocks() (_swig_ret uint64) {
@@ -8708,7 +8724,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetQueued_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetLoad_count(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_load_count_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_395(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_load_count_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_397(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetLoad_count() (_swig_ret uint64) {
@@ -8721,7 +8737,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetLoad_count() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetLoad_p50_us(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_load_p50_us_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_397(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_load_p50_us_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_399(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetLoad_p50_us() (_swig_ret uint64) {
@@ -8734,7 +8750,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetLoad_p50_us() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetLoad_p99_us(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_load_p99_us_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_399(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_load_p99_us_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_401(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetLoad_p99_us() (_swig_ret uint64) {
@@ -8747,7 +8763,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetLoad_p99_us() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetLoad_max_us(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_load_max_us_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_401(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_load_max_us_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_403(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetLoad_max_us() (_swig_ret uint64) {
@@ -8760,7 +8776,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetLoad_max_us() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetWrite_count(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_write_count_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_403(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_write_count_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_405(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetWrite_count() (_swig_ret uint64) {
@@ -8773,7 +8789,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetWrite_count() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetWrite_p50_us(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_write_p50_us_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_405(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_write_p50_us_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_407(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetWrite_p50_us() (_swig_ret uint64) {
@@ -8786,7 +8802,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetWrite_p50_us() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetWrite_p99_us(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_write_p99_us_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_407(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_write_p99_us_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_409(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetWrite_p99_us() (_swig_ret uint64) {
@@ -8799,7 +8815,7 @@ func (arg1 SwigcptrKvc_tier_stats_t) GetWrite_p99_us() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_tier_stats_t) SetWrite_max_us(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_tier_stats_t_write_max_us_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_409(_swig_i_1))
+	C._wrap_kvc_tier_stats_t_write_max_us_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_411(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_tier_stats_t) GetWrite_max_us() (_swig_ret uint64) {
@@ -8906,7 +8922,7 @@ func Kvc_config_set_remote_cache(arg1 Config, arg2 uintptr, arg3 uintptr, arg4 u
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_config_set_remote_cache_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_414(_swig_i_3))
+	swig_r_p := C._wrap_kvc_config_set_remote_cache_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_type_416(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -9036,7 +9052,7 @@ func (arg1 SwigcptrKvc_transfer_desc_t) GetReserved() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_transfer_desc_t) SetSeq_id(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_transfer_desc_t_seq_id_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_420(_swig_i_1))
+	C._wrap_kvc_transfer_desc_t_seq_id_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_422(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_transfer_desc_t) GetSeq_id() (_swig_ret uint64) {
@@ -9049,7 +9065,7 @@ func (arg1 SwigcptrKvc_transfer_desc_t) GetSeq_id() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_transfer_desc_t) SetNum_blocks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_transfer_desc_t_num_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_422(_swig_i_1))
+	C._wrap_kvc_transfer_desc_t_num_blocks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_424(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_transfer_desc_t) GetNum_blocks() (_swig_ret uint64) {
@@ -9062,7 +9078,7 @@ func (arg1 SwigcptrKvc_transfer_desc_t) GetNum_blocks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_transfer_desc_t) SetFirst_block(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_transfer_desc_t_first_block_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_424(_swig_i_1))
+	C._wrap_kvc_transfer_desc_t_first_block_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_426(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_transfer_desc_t) GetFirst_block() (_swig_ret uint64) {
@@ -9075,7 +9091,7 @@ func (arg1 SwigcptrKvc_transfer_desc_t) GetFirst_block() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_transfer_desc_t) SetNum_tokens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_transfer_desc_t_num_tokens_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_426(_swig_i_1))
+	C._wrap_kvc_transfer_desc_t_num_tokens_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_428(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_transfer_desc_t) GetNum_tokens() (_swig_ret uint64) {
@@ -9088,7 +9104,7 @@ func (arg1 SwigcptrKvc_transfer_desc_t) GetNum_tokens() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_transfer_desc_t) SetKeys_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_transfer_desc_t_keys_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_428(_swig_i_1))
+	C._wrap_kvc_transfer_desc_t_keys_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_430(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_transfer_desc_t) GetKeys_bytes() (_swig_ret uint64) {
@@ -9143,7 +9159,7 @@ func Kvc_cache_export_sequence(arg1 Cache, arg2 uint64, arg3 uint64, arg4 *Expor
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_cache_export_sequence_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_431(_swig_i_1), C.swig_type_432(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_kvc_cache_export_sequence_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_433(_swig_i_1), C.swig_type_434(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -9173,7 +9189,7 @@ func Kvc_export_block_ids(arg1 Export, arg2 uint32, arg3 *int32, arg4 uint64, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvc_export_block_ids_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_435(_swig_i_3), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_kvc_export_block_ids_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_437(_swig_i_3), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -9186,7 +9202,7 @@ func Kvc_export_keys(arg1 Export, arg2 uintptr, arg3 uint64, arg4 *uint64) (_swi
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_export_keys_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_437(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_kvc_export_keys_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_439(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -9203,7 +9219,7 @@ func Kvc_cache_import_begin(arg1 Cache, arg2 uint64, arg3 *int32, arg4 uint64, a
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
 	_swig_i_7 := arg8
-	swig_r_p := C._wrap_kvc_cache_import_begin_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_439(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_440(_swig_i_3), C.uintptr_t(_swig_i_4), C.uintptr_t(_swig_i_5), C.swig_type_441(_swig_i_6), C.swig_voidp(_swig_i_7))
+	swig_r_p := C._wrap_kvc_cache_import_begin_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_441(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_442(_swig_i_3), C.uintptr_t(_swig_i_4), C.uintptr_t(_swig_i_5), C.swig_type_443(_swig_i_6), C.swig_voidp(_swig_i_7))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -9228,7 +9244,7 @@ func Kvc_import_block_ids(arg1 Import, arg2 uint32, arg3 *int32, arg4 uint64, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvc_import_block_ids_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_444(_swig_i_3), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_kvc_import_block_ids_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.swig_voidp(_swig_i_2), C.swig_type_446(_swig_i_3), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -9239,7 +9255,7 @@ func Kvc_import_complete(arg1 Import, arg2 uint64) (_swig_ret error) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_kvc_import_complete_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_446(_swig_i_1))
+	swig_r_p := C._wrap_kvc_import_complete_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_448(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -9359,7 +9375,7 @@ func (arg1 SwigcptrKvc_pool_share_t) GetReserved() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_pool_share_t) SetNum_chunks(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_share_t_num_chunks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_448(_swig_i_1))
+	C._wrap_kvc_pool_share_t_num_chunks_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_450(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_share_t) GetNum_chunks() (_swig_ret uint64) {
@@ -9372,7 +9388,7 @@ func (arg1 SwigcptrKvc_pool_share_t) GetNum_chunks() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_pool_share_t) SetGranularity(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_share_t_granularity_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_450(_swig_i_1))
+	C._wrap_kvc_pool_share_t_granularity_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_452(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_share_t) GetGranularity() (_swig_ret uint64) {
@@ -9385,7 +9401,7 @@ func (arg1 SwigcptrKvc_pool_share_t) GetGranularity() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_pool_share_t) SetReserved_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_share_t_reserved_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_452(_swig_i_1))
+	C._wrap_kvc_pool_share_t_reserved_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_454(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_share_t) GetReserved_bytes() (_swig_ret uint64) {
@@ -9398,7 +9414,7 @@ func (arg1 SwigcptrKvc_pool_share_t) GetReserved_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_pool_share_t) SetMapped_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_pool_share_t_mapped_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_454(_swig_i_1))
+	C._wrap_kvc_pool_share_t_mapped_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_456(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_pool_share_t) GetMapped_bytes() (_swig_ret uint64) {
@@ -9487,7 +9503,7 @@ func (arg1 SwigcptrKvc_share_chunk_t) GetFd() (_swig_ret int32) {
 func (arg1 SwigcptrKvc_share_chunk_t) SetIndex(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_share_chunk_t_index_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_456(_swig_i_1))
+	C._wrap_kvc_share_chunk_t_index_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_458(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_share_chunk_t) GetIndex() (_swig_ret uint64) {
@@ -9500,7 +9516,7 @@ func (arg1 SwigcptrKvc_share_chunk_t) GetIndex() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_share_chunk_t) SetOffset(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_share_chunk_t_offset_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_458(_swig_i_1))
+	C._wrap_kvc_share_chunk_t_offset_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_460(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_share_chunk_t) GetOffset() (_swig_ret uint64) {
@@ -9513,7 +9529,7 @@ func (arg1 SwigcptrKvc_share_chunk_t) GetOffset() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_share_chunk_t) SetSize(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_share_chunk_t_size_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_460(_swig_i_1))
+	C._wrap_kvc_share_chunk_t_size_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_462(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_share_chunk_t) GetSize() (_swig_ret uint64) {
@@ -9574,7 +9590,7 @@ func Kvc_cache_export_pool_chunk(arg1 Cache, arg2 uint32, arg3 uint32, arg4 uint
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := getSwigcptr(arg5)
-	swig_r_p := C._wrap_kvc_cache_export_pool_chunk_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.int(_swig_i_2), C.swig_type_464(_swig_i_3), C.uintptr_t(_swig_i_4))
+	swig_r_p := C._wrap_kvc_cache_export_pool_chunk_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.int(_swig_i_1), C.int(_swig_i_2), C.swig_type_466(_swig_i_3), C.uintptr_t(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -9727,7 +9743,7 @@ func Kvc_config_add_generic_state(arg1 Config, arg2 uint64, arg3 uint64, arg4 *u
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_config_add_generic_state_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_468(_swig_i_1), C.swig_type_469(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_kvc_config_add_generic_state_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_470(_swig_i_1), C.swig_type_471(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -9740,7 +9756,7 @@ func Kvc_config_add_unpaged_resource(arg1 Config, arg2 uint64, arg3 uint64, arg4
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_config_add_unpaged_resource_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_471(_swig_i_1), C.swig_type_472(_swig_i_2), C.swig_voidp(_swig_i_3))
+	swig_r_p := C._wrap_kvc_config_add_unpaged_resource_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_473(_swig_i_1), C.swig_type_474(_swig_i_2), C.swig_voidp(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -9844,7 +9860,7 @@ func (arg1 SwigcptrKvc_resource_desc_t) GetReason() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_resource_desc_t) SetReason_text(arg2 string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_reason_text_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), *(*C.swig_type_476)(unsafe.Pointer(&_swig_i_1)))
+	C._wrap_kvc_resource_desc_t_reason_text_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), *(*C.swig_type_478)(unsafe.Pointer(&_swig_i_1)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -9980,7 +9996,7 @@ func (arg1 SwigcptrKvc_resource_desc_t) GetSlots_used() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_resource_desc_t) SetBytes_per_token(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_bytes_per_token_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_478(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_bytes_per_token_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_480(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetBytes_per_token() (_swig_ret uint64) {
@@ -9993,7 +10009,7 @@ func (arg1 SwigcptrKvc_resource_desc_t) GetBytes_per_token() (_swig_ret uint64) 
 func (arg1 SwigcptrKvc_resource_desc_t) SetMax_tokens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_max_tokens_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_480(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_max_tokens_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_482(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetMax_tokens() (_swig_ret uint64) {
@@ -10006,7 +10022,7 @@ func (arg1 SwigcptrKvc_resource_desc_t) GetMax_tokens() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_resource_desc_t) SetAlignment(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_alignment_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_482(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_alignment_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_484(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetAlignment() (_swig_ret uint64) {
@@ -10019,7 +10035,7 @@ func (arg1 SwigcptrKvc_resource_desc_t) GetAlignment() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_resource_desc_t) SetSlot_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_slot_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_484(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_slot_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_486(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetSlot_bytes() (_swig_ret uint64) {
@@ -10032,7 +10048,7 @@ func (arg1 SwigcptrKvc_resource_desc_t) GetSlot_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_resource_desc_t) SetSlot_stride(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_slot_stride_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_486(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_slot_stride_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_488(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetSlot_stride() (_swig_ret uint64) {
@@ -10045,7 +10061,7 @@ func (arg1 SwigcptrKvc_resource_desc_t) GetSlot_stride() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_resource_desc_t) SetStride0(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_stride0_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_488(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_stride0_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_490(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetStride0() (_swig_ret uint64) {
@@ -10058,7 +10074,7 @@ func (arg1 SwigcptrKvc_resource_desc_t) GetStride0() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_resource_desc_t) SetStride1(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_stride1_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_490(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_stride1_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_492(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetStride1() (_swig_ret uint64) {
@@ -10071,7 +10087,7 @@ func (arg1 SwigcptrKvc_resource_desc_t) GetStride1() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_resource_desc_t) SetStride2(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_resource_desc_t_stride2_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_492(_swig_i_1))
+	C._wrap_kvc_resource_desc_t_stride2_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_494(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_resource_desc_t) GetStride2() (_swig_ret uint64) {
@@ -10180,7 +10196,7 @@ func Kvc_batch_state_slots(arg1 Cache, arg2 *uint64, arg3 uint64, arg4 uint32, a
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r_p := C._wrap_kvc_batch_state_slots_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_496(_swig_i_2), C.int(_swig_i_3), C.swig_voidp(_swig_i_4))
+	swig_r_p := C._wrap_kvc_batch_state_slots_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_498(_swig_i_2), C.int(_swig_i_3), C.swig_voidp(_swig_i_4))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -10215,7 +10231,7 @@ func Kvc_sequence_publish_state(arg1 Cache, arg2 uint64, arg3 uint64, arg4 uintp
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r_p := C._wrap_kvc_sequence_publish_state_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_500(_swig_i_1), C.swig_type_501(_swig_i_2), C.uintptr_t(_swig_i_3))
+	swig_r_p := C._wrap_kvc_sequence_publish_state_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_502(_swig_i_1), C.swig_type_503(_swig_i_2), C.uintptr_t(_swig_i_3))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 error
 	swig_r_1 = statusError(swig_r)
@@ -10286,7 +10302,7 @@ func (arg1 SwigcptrKvc_snapshot_stats_t) GetReserved() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_snapshot_stats_t) SetBytes_per_snapshot(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_stats_t_bytes_per_snapshot_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_502(_swig_i_1))
+	C._wrap_kvc_snapshot_stats_t_bytes_per_snapshot_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_504(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) GetBytes_per_snapshot() (_swig_ret uint64) {
@@ -10299,7 +10315,7 @@ func (arg1 SwigcptrKvc_snapshot_stats_t) GetBytes_per_snapshot() (_swig_ret uint
 func (arg1 SwigcptrKvc_snapshot_stats_t) SetBytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_stats_t_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_504(_swig_i_1))
+	C._wrap_kvc_snapshot_stats_t_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_506(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) GetBytes() (_swig_ret uint64) {
@@ -10312,7 +10328,7 @@ func (arg1 SwigcptrKvc_snapshot_stats_t) GetBytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_snapshot_stats_t) SetPublished(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_stats_t_published_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_506(_swig_i_1))
+	C._wrap_kvc_snapshot_stats_t_published_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_508(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) GetPublished() (_swig_ret uint64) {
@@ -10325,7 +10341,7 @@ func (arg1 SwigcptrKvc_snapshot_stats_t) GetPublished() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_snapshot_stats_t) SetHits(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_stats_t_hits_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_508(_swig_i_1))
+	C._wrap_kvc_snapshot_stats_t_hits_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_510(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) GetHits() (_swig_ret uint64) {
@@ -10338,7 +10354,7 @@ func (arg1 SwigcptrKvc_snapshot_stats_t) GetHits() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_snapshot_stats_t) SetHit_tokens(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_stats_t_hit_tokens_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_510(_swig_i_1))
+	C._wrap_kvc_snapshot_stats_t_hit_tokens_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_512(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) GetHit_tokens() (_swig_ret uint64) {
@@ -10351,7 +10367,7 @@ func (arg1 SwigcptrKvc_snapshot_stats_t) GetHit_tokens() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_snapshot_stats_t) SetRestores(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_stats_t_restores_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_512(_swig_i_1))
+	C._wrap_kvc_snapshot_stats_t_restores_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_514(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) GetRestores() (_swig_ret uint64) {
@@ -10364,7 +10380,7 @@ func (arg1 SwigcptrKvc_snapshot_stats_t) GetRestores() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_snapshot_stats_t) SetEvicted(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_stats_t_evicted_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_514(_swig_i_1))
+	C._wrap_kvc_snapshot_stats_t_evicted_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_516(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) GetEvicted() (_swig_ret uint64) {
@@ -10377,7 +10393,7 @@ func (arg1 SwigcptrKvc_snapshot_stats_t) GetEvicted() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_snapshot_stats_t) SetDropped(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_stats_t_dropped_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_516(_swig_i_1))
+	C._wrap_kvc_snapshot_stats_t_dropped_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_518(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) GetDropped() (_swig_ret uint64) {
@@ -10416,7 +10432,7 @@ func (arg1 SwigcptrKvc_snapshot_stats_t) GetHost_slots_used() (_swig_ret uint32)
 func (arg1 SwigcptrKvc_snapshot_stats_t) SetHost_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_stats_t_host_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_518(_swig_i_1))
+	C._wrap_kvc_snapshot_stats_t_host_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_520(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) GetHost_bytes() (_swig_ret uint64) {
@@ -10429,7 +10445,7 @@ func (arg1 SwigcptrKvc_snapshot_stats_t) GetHost_bytes() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_snapshot_stats_t) SetOffloaded(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_stats_t_offloaded_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_520(_swig_i_1))
+	C._wrap_kvc_snapshot_stats_t_offloaded_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_522(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) GetOffloaded() (_swig_ret uint64) {
@@ -10442,7 +10458,7 @@ func (arg1 SwigcptrKvc_snapshot_stats_t) GetOffloaded() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_snapshot_stats_t) SetOnboarded(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_stats_t_onboarded_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_522(_swig_i_1))
+	C._wrap_kvc_snapshot_stats_t_onboarded_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_524(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) GetOnboarded() (_swig_ret uint64) {
@@ -10455,7 +10471,7 @@ func (arg1 SwigcptrKvc_snapshot_stats_t) GetOnboarded() (_swig_ret uint64) {
 func (arg1 SwigcptrKvc_snapshot_stats_t) SetHost_evicted(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_snapshot_stats_t_host_evicted_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_524(_swig_i_1))
+	C._wrap_kvc_snapshot_stats_t_host_evicted_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_526(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_snapshot_stats_t) GetHost_evicted() (_swig_ret uint64) {
@@ -10763,7 +10779,7 @@ func (arg1 SwigcptrKvc_kv_resource_desc_t) GetReason() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_kv_resource_desc_t) SetReason_text(arg2 string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_kv_resource_desc_t_reason_text_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), *(*C.swig_type_528)(unsafe.Pointer(&_swig_i_1)))
+	C._wrap_kvc_kv_resource_desc_t_reason_text_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), *(*C.swig_type_530)(unsafe.Pointer(&_swig_i_1)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -10912,7 +10928,7 @@ func (arg1 SwigcptrKvc_kv_resource_desc_t) GetPool() (_swig_ret uint32) {
 func (arg1 SwigcptrKvc_kv_resource_desc_t) SetBlock_bytes(arg2 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_kvc_kv_resource_desc_t_block_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_530(_swig_i_1))
+	C._wrap_kvc_kv_resource_desc_t_block_bytes_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_532(_swig_i_1))
 }
 
 func (arg1 SwigcptrKvc_kv_resource_desc_t) GetBlock_bytes() (_swig_ret uint64) {
@@ -10989,7 +11005,7 @@ func Kvcgo_buffer_new(arg1 *byte, arg2 uint64) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (uintptr)(C._wrap_kvcgo_buffer_new_kvc_c42b5e67b80b4c6d(C.swig_voidp(_swig_i_0), C.swig_type_533(_swig_i_1)))
+	swig_r = (uintptr)(C._wrap_kvcgo_buffer_new_kvc_c42b5e67b80b4c6d(C.swig_voidp(_swig_i_0), C.swig_type_535(_swig_i_1)))
 	return swig_r
 }
 
@@ -11002,7 +11018,7 @@ func Kvcgo_buffer_read(arg1 *byte, arg2 uintptr, arg3 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_kvcgo_buffer_read_kvc_c42b5e67b80b4c6d(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_534(_swig_i_2))
+	C._wrap_kvcgo_buffer_read_kvc_c42b5e67b80b4c6d(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_536(_swig_i_2))
 }
 
 func Kvcgo_cstring_length(arg1 uintptr) (_swig_ret uint64) {
@@ -11016,7 +11032,7 @@ func Kvcgo_buffer_write(arg1 uintptr, arg2 *byte, arg3 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_kvcgo_buffer_write_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_536(_swig_i_2))
+	C._wrap_kvcgo_buffer_write_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1), C.swig_type_538(_swig_i_2))
 }
 
 func Kvcgo_extra_key_set(arg1 uintptr, arg2 uint64, arg3 uint64, arg4 uint64, arg5 uintptr, arg6 uint64) {
@@ -11026,7 +11042,7 @@ func Kvcgo_extra_key_set(arg1 uintptr, arg2 uint64, arg3 uint64, arg4 uint64, ar
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_kvcgo_extra_key_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_537(_swig_i_1), C.swig_type_538(_swig_i_2), C.swig_type_539(_swig_i_3), C.uintptr_t(_swig_i_4), C.swig_type_540(_swig_i_5))
+	C._wrap_kvcgo_extra_key_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_539(_swig_i_1), C.swig_type_540(_swig_i_2), C.swig_type_541(_swig_i_3), C.uintptr_t(_swig_i_4), C.swig_type_542(_swig_i_5))
 }
 
 func Kvcgo_cache_async_error(arg1 Cache, arg2 uintptr, arg3 *bool) (_swig_ret error) {
@@ -11066,7 +11082,7 @@ func Kvcgo_retention_range_set(arg1 uintptr, arg2 uint64, arg3 uint64, arg4 uint
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_kvcgo_retention_range_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_544(_swig_i_1), C.swig_type_545(_swig_i_2), C.swig_type_546(_swig_i_3), C.int(_swig_i_4), C.swig_type_547(_swig_i_5))
+	C._wrap_kvcgo_retention_range_set_kvc_c42b5e67b80b4c6d(C.uintptr_t(_swig_i_0), C.swig_type_546(_swig_i_1), C.swig_type_547(_swig_i_2), C.swig_type_548(_swig_i_3), C.int(_swig_i_4), C.swig_type_549(_swig_i_5))
 }
 
 func Kvcgo_retention_range_size() (_swig_ret uint64) {
@@ -11091,12 +11107,12 @@ func Kvcgo_events_read(arg1 *uint64, arg2 uintptr, arg3 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_kvcgo_events_read_kvc_c42b5e67b80b4c6d(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_551(_swig_i_2))
+	C._wrap_kvcgo_events_read_kvc_c42b5e67b80b4c6d(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_553(_swig_i_2))
 }
 
 func Kvcgo_snapshot_read(arg1 *uint64, arg2 uintptr, arg3 uint64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_kvcgo_snapshot_read_kvc_c42b5e67b80b4c6d(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_552(_swig_i_2))
+	C._wrap_kvcgo_snapshot_read_kvc_c42b5e67b80b4c6d(C.swig_voidp(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_554(_swig_i_2))
 }

@@ -4741,6 +4741,25 @@ _gostring_ _wrap_kvc_cache_probe_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, i
 }
 
 
+_gostring_ _wrap_kvc_cache_make_room_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, long long _swig_go_1, void *_swig_go_2, long long *_swig_go_3) {
+  kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
+  uint64_t arg2 ;
+  void *arg3 = (void *) 0 ;
+  uint64_t *arg4 = (uint64_t *) 0 ;
+  kvc_status_t result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = (kvc_cache_t *)_swig_go_0; 
+  arg2 = (uint64_t)_swig_go_1; 
+  arg3 = *(void **)&_swig_go_2; 
+  arg4 = (uint64_t *)_swig_go_3; 
+  
+  result = (kvc_status_t)kvc_cache_make_room(arg1,arg2,arg3,arg4);
+  _swig_go_result = kvcgo_capture(result); 
+  return _swig_go_result;
+}
+
+
 _gostring_ _wrap_kvc_cache_advance_clock_kvc_c42b5e67b80b4c6d(kvc_cache_t *_swig_go_0, long long _swig_go_1) {
   kvc_cache_t *arg1 = (kvc_cache_t *) 0 ;
   uint64_t arg2 ;

@@ -104,6 +104,7 @@ kvc_status_t kvc_sequence_describe(const kvc_cache_t *cache, uint64_t id, kvc_se
 kvc_status_t kvc_sequence_block_ids(const kvc_cache_t *cache, uint64_t id, uint32_t group, int32_t *ids, size_t capacity, size_t *count);
 kvc_status_t kvc_sequence_blocks_needed(const kvc_cache_t *cache, uint64_t id, uint64_t num_tokens, uint64_t *out);
 kvc_status_t kvc_cache_probe(const kvc_cache_t *cache, const int32_t *tokens, size_t num_tokens, const kvc_sequence_options_t *options, uint64_t *cached_tokens);
+kvc_status_t kvc_cache_make_room(kvc_cache_t *cache, uint64_t block_sets, void *stream, uint64_t *free_sets);
 kvc_status_t kvc_cache_advance_clock(kvc_cache_t *cache, uint64_t milliseconds);
 
 kvc_status_t kvc_batch_extend(kvc_cache_t *cache, const uint64_t *ids, const int32_t *tokens, size_t count, void *stream);

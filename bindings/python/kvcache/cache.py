@@ -240,6 +240,17 @@ class Cache(NativeHandle, SequenceCalls, BatchCalls, KernelCalls, PrefillCalls, 
         self._call("kvc_cache_resize", lib.kvc_cache_resize, primary_bytes)
         self._layers = [self.layer_view(i) for i in range(len(self._layers))]
 
+    def make_room(self, block_sets, stream=None):
+        """Evicts cached blocks ahead of need until `block_sets` block sets
+        are free, as the next adds and extends would (the host tier takes
+        what qualifies); call it while the device runs a step. Returns the
+        block sets free afterwards (kvc_cache_make_room)."""
+        op = "kvc_cache_make_room"
+        free = ctypes.c_uint64(0)
+        self._call(op, lib.kvc_cache_make_room, block_sets, stream_handle(stream, op),
+                   ctypes.byref(free))
+        return free.value
+
     def advance_clock(self, milliseconds):
         """Moves the manual retention clock (kvc_cache_advance_clock)."""
         self._call("kvc_cache_advance_clock", lib.kvc_cache_advance_clock, milliseconds)

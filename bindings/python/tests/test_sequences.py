@@ -64,6 +64,21 @@ class ReuseTest(unittest.TestCase):
                 c.add_sequence(3, prompt(4), prompt_priority=101)
             self.assertIn("101", e.exception.message)
 
+    def test_make_room_evicts_ahead_into_the_host_tier(self):
+        # 4 primary blocks, a host tier of 4 (16 KiB block sets).
+        with small_cache(max_tokens=64, host_cache_bytes=4 << 14, partial_reuse=False) as c:
+            p = prompt(40)
+            c.add_sequence(1, p)
+            c.commit(1, 40)
+            c.remove_sequence(1)  # 2 blocks cached, 2 free
+            self.assertEqual(c.make_room(0), 2)
+            self.assertEqual(c.make_room(4), 4)
+            s = c.stats()
+            self.assertEqual((s.free_blocks, s.cached_blocks, s.offloaded_blocks), (4, 0, 2))
+            self.assertEqual(c.make_room(100), 4)  # nothing cached is left: no error
+            self.assertEqual(c.add_sequence(2, p), 32)  # onboarded from the host tier
+            self.assertEqual(c.stats().onboarded_blocks, 2)
+
     def test_out_of_blocks_leaves_everything_unchanged(self):
         with small_cache(max_tokens=64) as c:  # 4 blocks
             c.add_sequence(1, prompt(40))      # 3 blocks

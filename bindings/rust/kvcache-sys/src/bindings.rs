@@ -3242,6 +3242,42 @@ extern "C" {
     ) -> kvc_status_t;
 }
 extern "C" {
+    #[doc = " @brief Evicts cached blocks ahead of need until `block_sets` block sets"]
+    #[doc = "        (one block of every layer group) are free."]
+    #[doc = ""]
+    #[doc = " The evictions that the next kvc_sequence_add() or kvc_sequence_extend()"]
+    #[doc = " calls would make to find room, made now: the same victims in the same"]
+    #[doc = " order (retention priority, then least recently used, leaves first), with"]
+    #[doc = " the same fates (a host tier takes those at or above its offload priority,"]
+    #[doc = " making room in itself as usual; evicted_blocks, REMOVED events and the"]
+    #[doc = " block stores see them as any eviction). An engine calls it while the"]
+    #[doc = " device runs a step, when its scheduler thread waits anyway, with the"]
+    #[doc = " blocks the next step may take (say, its token budget / tokens_per_block"]
+    #[doc = " plus one per running sequence): that step's calls then find their"]
+    #[doc = " blocks free and evict nothing. A step that needs more still evicts on"]
+    #[doc = " its own calls, as without this call."]
+    #[doc = ""]
+    #[doc = " Blocks in use are never evicted: when the cached blocks cannot free"]
+    #[doc = " `block_sets` sets, every cached block that can go goes and the call"]
+    #[doc = " still succeeds; `*free_sets` says what is free. Blocks freed ahead are"]
+    #[doc = " no longer reusable (a prompt that would have reused them computes them,"]
+    #[doc = " or onboards them from the host tier), so ask for one step's room, not"]
+    #[doc = " more. Copies to the host tier are enqueued on `stream` (NULL: the"]
+    #[doc = " default stream), as an add's are."]
+    #[doc = " @param block_sets the free block sets wanted; 0 evicts nothing."]
+    #[doc = " @param stream the device stream for the host tier's copies (NULL: default)."]
+    #[doc = " @param free_sets NULL, or receives the block sets free after the call."]
+    #[doc = " @return KVC_OK; KVC_ERR_INVALID_ARGUMENT (NULL cache); KVC_ERR_DEVICE (a"]
+    #[doc = "         host-tier copy failed: the blocks whose copy failed stay cached)."]
+    #[doc = " @since 0.3.0"]
+    pub fn kvc_cache_make_room(
+        cache: *mut kvc_cache_t,
+        block_sets: u64,
+        stream: *mut ::std::os::raw::c_void,
+        free_sets: *mut u64,
+    ) -> kvc_status_t;
+}
+extern "C" {
     #[doc = " @brief Moves the manual retention clock of `cache` forward by"]
     #[doc = "        `milliseconds`; cached blocks whose retention duration has run out"]
     #[doc = "        revert to KVC_DEFAULT_PRIORITY at once."]

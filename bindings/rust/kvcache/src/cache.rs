@@ -595,11 +595,37 @@ impl OnStream<'_> {
             Ok(Some(Error::last(status)))
         }
     }
+
+    /// Evicts cached blocks ahead of need until `block_sets` block sets are
+    /// free, as the next adds and extends would (the same victims; a host
+    /// tier takes those at or above its offload priority, its copies on this
+    /// stream); call it while the device runs a step. Blocks in use never
+    /// go: asking for more than the cached blocks can free is no error.
+    /// Returns the block sets free afterwards (`kvc_cache_make_room`).
+    pub fn make_room(&self, block_sets: u64) -> Result<u64> {
+        let mut free: u64 = 0;
+        // SAFETY: live cache; the stream was vouched for by Stream::from_raw
+        // (or is the default one); free is a valid out pointer.
+        check(unsafe {
+            sys::kvc_cache_make_room(
+                self.cache.raw.as_ptr(),
+                block_sets,
+                self.stream.as_raw(),
+                &mut free,
+            )
+        })?;
+        Ok(free)
+    }
 }
 
 impl Cache {
     /// [`OnStream::async_error`] on the default stream.
     pub fn async_error(&self) -> Result<Option<Error>> {
         self.on(Stream::DEFAULT).async_error()
+    }
+
+    /// [`OnStream::make_room`] on the default stream.
+    pub fn make_room(&self, block_sets: u64) -> Result<u64> {
+        self.on(Stream::DEFAULT).make_room(block_sets)
     }
 }

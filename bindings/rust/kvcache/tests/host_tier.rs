@@ -47,3 +47,37 @@ fn evicted_blocks_are_offloaded_and_onboarded_on_a_hit() {
     assert_eq!((s.host_cached_blocks, s.reused_blocks), (0, 2));
     cache.check().unwrap();
 }
+
+#[test]
+fn make_room_evicts_ahead_into_the_host_tier() {
+    let set_bytes = 2 * 2 * 4 * 2 * 64 * 4;
+    let config: Config = Config::builder()
+        .num_layers(2)
+        .kv_heads(2)
+        .head_dim(64)
+        .dtype(Dtype::F32)
+        .tokens_per_block(4)
+        .max_tokens(16)
+        .host_cache_bytes(4 * set_bytes)
+        .partial_reuse(false)
+        .build()
+        .expect("config");
+    let cache = Cache::new(&config).expect("cache");
+    let opts = SequenceOptions::default();
+    let first = tokens(0, 9); // two full blocks and a tail
+    cache.add_sequence(1, &first, &opts).unwrap();
+    cache.commit(1, 9).unwrap();
+    cache.remove(1).unwrap(); // 2 cached, 2 free
+
+    assert_eq!(cache.make_room(0).unwrap(), 2);
+    assert_eq!(cache.make_room(4).unwrap(), 4);
+    let s = cache.stats().unwrap();
+    assert_eq!(
+        (s.free_blocks, s.cached_blocks, s.offloaded_blocks),
+        (4, 0, 2)
+    );
+    assert_eq!(cache.make_room(100).unwrap(), 4); // nothing cached left: no error
+    assert_eq!(cache.add_sequence(2, &first, &opts).unwrap(), 8); // onboarded
+    assert_eq!(cache.stats().unwrap().onboarded_blocks, 2);
+    cache.check().unwrap();
+}

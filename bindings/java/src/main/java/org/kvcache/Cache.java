@@ -502,6 +502,31 @@ public final class Cache implements AutoCloseable {
     handle.run(h -> KvcNative.kvc_cache_advance_clock(h, milliseconds));
   }
 
+  /** {@link #makeRoom(long, long)} on the default stream. */
+  public long makeRoom(long blockSets) {
+    return makeRoom(blockSets, 0);
+  }
+
+  /**
+   * Evicts cached blocks ahead of need until {@code blockSets} block sets
+   * are free, as the next adds and extends would (the same victims; a host
+   * tier takes those at or above its offload priority, its copies on
+   * {@code stream}); call it while the device runs a step. Blocks in use
+   * never go: asking for more than the cached blocks can free is no error
+   * (kvc_cache_make_room).
+   * @return the block sets free afterwards
+   * @throws KvCacheException DEVICE (a host-tier copy failed)
+   */
+  public long makeRoom(long blockSets, long stream) {
+    Args.count("block_sets", blockSets);
+    return handle.callLong(h -> {
+      Scratch s = Scratch.get();
+      int out = s.alloc(8);
+      KvcNative.kvc_cache_make_room(h, blockSets, stream, s.address(out));
+      return s.getLong(out);
+    });
+  }
+
   /**
    * Evicts every cached block (kvc_cache_reset_reuse).
    * @throws KvCacheException INVALID_STATE while any block is in use

@@ -48,4 +48,28 @@ class HostTierTest {
       cache.check();
     }
   }
+
+  @Test
+  void makeRoomEvictsAheadIntoTheHostTier() {
+    Cache cache;
+    try (Config c = Fixtures.config(4).setPartialReuse(false).setHostCacheBytes(4 * SET_BYTES)) {
+      cache = new Cache(c);
+    }
+    try (cache) {
+      int[] first = Fixtures.tokens(0, 9);
+      cache.addSequence(1, first);
+      cache.commit(1, 9);
+      cache.removeSequence(1); // 2 cached, 2 free
+      assertEquals(2, cache.makeRoom(0));
+      assertEquals(4, cache.makeRoom(4));
+      CacheStats s = cache.stats();
+      assertEquals(4, s.freeBlocks());
+      assertEquals(0, s.cachedBlocks());
+      assertEquals(2, s.offloadedBlocks());
+      assertEquals(4, cache.makeRoom(100)); // nothing cached is left: no error
+      assertEquals(8, cache.addSequence(2, first)); // onboarded
+      assertEquals(2, cache.stats().onboardedBlocks());
+      cache.check();
+    }
+  }
 }
