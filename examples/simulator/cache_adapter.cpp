@@ -157,6 +157,10 @@ bool CacheAdapter::publish(uint64_t id, uint64_t position) {
   return true;
 }
 
+void CacheAdapter::make_room(uint64_t sets) {
+  check(kvc_cache_make_room(cache_, sets, nullptr, nullptr), "kvc_cache_make_room");
+}
+
 void CacheAdapter::remove(uint64_t id) {
   check(kvc_sequence_remove(cache_, id), "kvc_sequence_remove(" + std::to_string(id) + ")");
 }

@@ -89,6 +89,8 @@ class CacheAdapter {
   // when the block is not in the tree (a fork sibling shares it).
   bool publish(uint64_t id, uint64_t position);
   void remove(uint64_t id);
+  // Evicts ahead until `sets` block sets are free (kvc_cache_make_room).
+  void make_room(uint64_t sets);
   // Waits until the block stores wrote what was queued (kvc_cache_flush_tiers).
   void flush_tiers();
 

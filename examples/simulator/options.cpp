@@ -150,6 +150,9 @@ std::string usage() {
       "                          extended one chunk a step, as serving engines do\n"
       "                          (on); off: it runs whole in one step, alone\n"
       "  --max-output N          cap each request's output tokens, 0 = none\n"
+      "  --no-room-ahead         no kvc_cache_make_room while the device runs a step:\n"
+      "                          every eviction falls on the add or extend that\n"
+      "                          needs the room (default: room ahead, timed apart)\n"
       "\noutput:\n"
       "  --compare               run reuse off, LRU and system-prompt retention side\n"
       "                          by side (priority from --system-priority, default\n"
@@ -232,6 +235,7 @@ bool parse_options(int argc, char **argv, Options &o, std::string &error) {
       {"--json", [&] { o.json = true; }},
       {"--attention", [&] { o.config.attention = true; }},
       {"--no-progress", [&] { o.config.progress = false; }},
+      {"--no-room-ahead", [&] { o.config.room_ahead = false; }},
       {"--profile", [&] { o.config.profile = true; }},
       {"--help", [&] { o.help = true; }},
       {"-h", [&] { o.help = true; }},

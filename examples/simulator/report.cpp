@@ -204,6 +204,14 @@ void print_table(std::FILE *out, const Workload &workload, const std::vector<Run
       [](const RunResult &r) { return micros(r.bookkeeping_cpu.p999) + " us"; });
   add("bookkeeping CPU/step max", "the most CPU time of a step",
       [](const RunResult &r) { return micros(r.bookkeeping_cpu.max) + " us"; });
+  if (c.room_ahead) {
+    add("room ahead/step p50", "kvc_cache_make_room while the device runs the step, wall",
+        [](const RunResult &r) { return micros(r.room_ahead_wall.p50) + " us"; });
+    add("room ahead/step p99", "(evictions made ahead; not in the bookkeeping above)",
+        [](const RunResult &r) { return micros(r.room_ahead_wall.p99) + " us"; });
+    add("room ahead CPU/step p50", "the same in this thread's CPU time",
+        [](const RunResult &r) { return micros(r.room_ahead_cpu.p50) + " us"; });
+  }
   add("KV written", "tokens stored through kvc_store_kv, every layer",
       [](const RunResult &r) { return count(r.stored_tokens); });
   if (c.attention) {
@@ -307,6 +315,12 @@ void print_json(std::FILE *out, const Workload &workload, const std::vector<RunR
                  ", \"bookkeeping_cpu_us_p50\": %.3f, \"bookkeeping_cpu_us_p99\": %.3f"
                  ", \"bookkeeping_cpu_us_p999\": %.3f, \"bookkeeping_cpu_us_max\": %.3f,\n   ",
                  w.p50, w.p99, w.p999, w.max, u.p50, u.p99, u.p999, u.max);
+    const Spread &a = r.room_ahead_wall, &ac = r.room_ahead_cpu;
+    std::fprintf(out,
+                 "\"room_ahead_us_p50\": %.3f, \"room_ahead_us_p99\": %.3f"
+                 ", \"room_ahead_us_max\": %.3f, \"room_ahead_cpu_us_p50\": %.3f"
+                 ", \"room_ahead_cpu_us_p99\": %.3f,\n   ",
+                 a.p50, a.p99, a.max, ac.p50, ac.p99);
     std::fprintf(out, "\"profile\": [");
     for (size_t k = 0; k < r.profile.size(); ++k) {
       const CallProfile &p = r.profile[k];

@@ -46,6 +46,9 @@ struct RunResult {
   Spread bookkeeping_wall;        // cache-manager calls per step, wall time (us)
   Spread bookkeeping_cpu;         // the same, this thread's CPU time (us)
   double cpu_reading_us = 0;      // one CPU-clock reading, taken off each segment
+  // kvc_cache_make_room per step, while the device runs it (room_ahead):
+  // wall and CPU time (us); not part of the bookkeeping above.
+  Spread room_ahead_wall, room_ahead_cpu;
   std::vector<CallProfile> profile;  // per call kind (--profile)
   double kv_write_s = 0;          // wall time in the store (and attention) kernels
   double simulated_s = 0;

@@ -66,6 +66,7 @@ struct Scheduler::State {
   std::vector<int32_t> tokens;
   std::vector<int32_t> first_chunk;  // the tokens a chunked prefill is added with
   StepClock clock;
+  StepClock room_clock{false};  // kvc_cache_make_room, while the device runs
   size_t next = 0;
   double now = 0;
   uint64_t finished = 0;
@@ -294,6 +295,14 @@ void Scheduler::step() {
   clock.stop();
 
   // 4. The forward pass writes the KV of the computed tokens.
+  // While it runs, the room the next step may take is made (room_ahead):
+  // its budget in blocks and a block per running sequence.
+  if (config_.room_ahead) {
+    st.room_clock.start();
+    cache_.make_room(config_.max_batch_tokens / config_.tokens_per_block + running.size());
+    st.room_clock.stop();
+    st.room_clock.end_step();
+  }
   const auto k0 = Clock::now();
   writer_.store(st.slots);
   if (attend) {
@@ -381,6 +390,8 @@ RunResult Scheduler::finish() {
   r.attention_calls = writer_.attention_calls();
   r.prefill_calls = writer_.prefill_calls();
   r.attended_queries = writer_.attended_queries();
+  r.room_ahead_wall = st.room_clock.wall();
+  r.room_ahead_cpu = st.room_clock.cpu();
   r.bookkeeping_wall = st.clock.wall();
   r.bookkeeping_cpu = st.clock.cpu();
   r.cpu_reading_us = st.clock.cpu_reading_cost_us();

@@ -40,6 +40,13 @@ struct SimConfig {
   // prefix and the first chunk, and extended by one chunk a step (as vLLM
   // and SGLang do by default); off: it runs whole in one step, alone.
   bool chunked_prefill = true;
+  // While the device runs a step, the scheduler asks the cache for the
+  // room the next step may take (kvc_cache_make_room: the step's token
+  // budget in blocks plus one per running sequence), so that the step's
+  // adds and extends find their blocks free. That call is timed apart
+  // (room ahead/step): it overlaps the forward pass. Off: every eviction
+  // falls on the call that needs the room.
+  bool room_ahead = true;
   uint32_t max_output = 0;         // cap on decoded tokens per request, 0 = none
   uint32_t samples = 60;           // points of the timeline (plot), at least
   bool progress = false;           // draw a progress bar on stderr

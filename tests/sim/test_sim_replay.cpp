@@ -255,6 +255,7 @@ int main(int argc, char **argv) {
   if (lru) {
     c.memory_bytes = capacity * kT * 4;  // tiny: 4 bytes per token
     c.max_running = 1;                   // one request at a time: the replay's order
+    c.room_ahead = false;  // the replay evicts when an allocation needs the room
   } else {
     c.unlimited = true;
     c.max_prefills = 1;  // a prompt is committed before the next one is added
