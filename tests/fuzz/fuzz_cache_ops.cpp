@@ -1,5 +1,5 @@
 // The program's operations on the whole cache: kvc_cache_reset_reuse,
-// kvc_cache_resize, kvc_cache_advance_clock, and the drain that ends an
+// kvc_cache_resize, kvc_cache_make_room, kvc_cache_advance_clock, and the drain that ends an
 // input (and the disk configuration's drain operation, fuzz_disk.cpp).
 #include "fuzz_ops.h"
 
@@ -68,6 +68,37 @@ void Program::resize() {
   if (st != KVC_OK) return;
   m.relearn_pools();
   m.settle();
+}
+
+// kvc_cache_make_room for 0 .. 31 block sets (or UINT64_MAX): always
+// accepted; evictions as any call's (the checks that follow see every live
+// sequence's bytes, later reuse the bytes of what stayed cached or went to
+// the host tier). Short of the sets asked for, nothing cached may be left
+// that could go (without block stores, whose pending writes keep victims).
+void Program::make_room() {
+  CacheModel& m = c();
+  const uint8_t f = in_.u8();
+  const uint64_t sets = f >= 0xF8 ? UINT64_MAX : f % 32;
+  if (emitting())
+    emit_call(m.index, "kvc_cache_make_room(c[" + std::to_string(m.index) + "], " + c_u64(sets) +
+                           ", NULL, NULL)", "make_room");
+  set_current(m.index, "kvc_cache_make_room");
+  uint64_t free_sets = 0;
+  const kvc_status_t st = m.call("kvc_cache_make_room", Expect().allow(KVC_OK), false, [&] {
+    return kvc_cache_make_room(m.cache, sets, nullptr, &free_sets);
+  });
+  trace("c%d make_room(%llu) -> %s, %llu free\n", m.index, (unsigned long long)sets,
+        kvc_status_string(st), (unsigned long long)free_sets);
+  if (st != KVC_OK) return;
+  m.settle();
+  const kvc_cache_stats_t& s = m.last.stats;
+  if (free_sets > s.free_blocks)
+    finding("kvc_cache_make_room: %llu block sets free, but only %llu blocks",
+            (unsigned long long)free_sets, (unsigned long long)s.free_blocks);
+  if (free_sets < sets && m.disk_dir.empty() && m.num_groups == 1 && s.cached_blocks != 0)
+    finding("kvc_cache_make_room(%llu): %llu sets free with %llu blocks still cached",
+            (unsigned long long)sets, (unsigned long long)free_sets,
+            (unsigned long long)s.cached_blocks);
 }
 
 void Program::advance_clock(uint8_t f) {

@@ -73,10 +73,12 @@ void Program::run() {
         // (checked bit for bit as any reuse).
         if (KVC_FUZZ_DISK && (op >> 6) == 3 && c().exports.empty()) {
           drain_and_reload();
-        } else if (in_.below(2) == 0) {
-          reset_reuse();
         } else {
-          resize();
+          switch (in_.below(3)) {
+            case 0: reset_reuse(); break;
+            case 1: resize(); break;
+            default: make_room(); break;
+          }
         }
         break;
       case 30: {

@@ -64,6 +64,7 @@ class Program {
   void describe_cache();
   void reset_reuse();  // these three: fuzz_cache_ops.cpp
   void resize();
+  void make_room();
   void advance_clock(uint8_t f);
   void flush_tiers();      // the disk configuration: kvc_cache_flush_tiers (fuzz_disk.cpp)
   void after_call_disk();  // the disk configuration: pending-write feedback, the writer paused again
