@@ -361,7 +361,9 @@ KVC_API kvc_status_t kvc_cache_probe(const kvc_cache_t *cache, const int32_t *to
  * @param stream the device stream for the host tier's copies (NULL: default).
  * @param free_sets NULL, or receives the block sets free after the call.
  * @return KVC_OK; KVC_ERR_INVALID_ARGUMENT (NULL cache); KVC_ERR_DEVICE (a
- *         host-tier copy failed: the blocks whose copy failed stay cached).
+ *         host-tier copy could not be enqueued: as for an add, the
+ *         evictions that made room in the host tier stand, and every block
+ *         whose copy failed stays cached where it was).
  * @since 0.3.0
  */
 KVC_API kvc_status_t kvc_cache_make_room(kvc_cache_t *cache, uint64_t block_sets, void *stream,

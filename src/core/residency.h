@@ -88,6 +88,14 @@ class Residency {
     ++counters_.groups[g].in_use_blocks;
     return pool.acquire_free();
   }
+  // Pools sharing an arena: carves a free page of it into pool p, as
+  // allocation does before it evicts; false when the arena has none (or
+  // there is no arena).
+  bool take_free_page(uint32_t p) {
+    if (!arena_ || arena_->num_free() == 0) return false;
+    pools_[p].take_page();
+    return true;
+  }
   // One block of every group into out[g].
   void alloc_set(uint32_t* out) {
     for (uint32_t g = 0; g < layout_.num_groups(); ++g) out[g] = alloc_block(g);

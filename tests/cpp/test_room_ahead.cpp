@@ -133,6 +133,34 @@ TEST(RoomAheadTest, TheSameMovesAsTheAddThatNeedsTheRoom) {
   EXPECT_EQ(ahead.m().stats().host.onboarded_blocks, 2u);
 }
 
+// Two pools of different block bytes carving one arena's pages (no host
+// tier): room made ahead moves idle pages as the add would, and evicts the
+// same blocks.
+TEST(RoomAheadTest, PoolsSharingPagesEvictWhatTheAddWould) {
+  CacheConfig c = room_config(0, 0);
+  c.num_layers = 3;
+  c.kv_heads = {1, 2, 2};  // groups of 128 and 512 block bytes: two pools
+  c.max_tokens = 12 * 4;
+  Script plain(c), ahead(c);
+  ASSERT_EQ(ahead.cache->num_pools(), 2u);
+  const auto A = seq(0, 17), B = seq(100, 13), D = seq(300, 29);
+  std::vector<uint32_t> a[2], b[2];
+  Script* both[2] = {&plain, &ahead};
+  for (int k = 0; k < 2; ++k) {
+    a[k] = both[k]->cache_prompt(1, A);
+    b[k] = both[k]->cache_prompt(2, B);
+  }
+  ahead.m().make_room(8, nullptr);  // D's 7 full blocks and its tail
+  ahead.check();
+  const CacheStats before_add = ahead.m().stats();
+  plain.add(4, D);
+  ahead.add(4, D);
+  EXPECT_EQ(ahead.m().stats().evicted_blocks, before_add.evicted_blocks);  // none by the add
+  EXPECT_EQ(plain.m().stats().evicted_blocks, ahead.m().stats().evicted_blocks);
+  EXPECT_EQ(plain.tiers(a[0], A), ahead.tiers(a[1], A));
+  EXPECT_EQ(plain.tiers(b[0], B), ahead.tiers(b[1], B));
+}
+
 TEST(RoomAheadTest, EnoughFreeOrZeroChangesNothing) {
   Script s(room_config(8, 4));
   const auto A = seq(0, 13);  // 3 full blocks cached, 5 free

@@ -3268,7 +3268,9 @@ extern "C" {
     #[doc = " @param stream the device stream for the host tier's copies (NULL: default)."]
     #[doc = " @param free_sets NULL, or receives the block sets free after the call."]
     #[doc = " @return KVC_OK; KVC_ERR_INVALID_ARGUMENT (NULL cache); KVC_ERR_DEVICE (a"]
-    #[doc = "         host-tier copy failed: the blocks whose copy failed stay cached)."]
+    #[doc = "         host-tier copy could not be enqueued: as for an add, the"]
+    #[doc = "         evictions that made room in the host tier stand, and every block"]
+    #[doc = "         whose copy failed stays cached where it was)."]
     #[doc = " @since 0.3.0"]
     pub fn kvc_cache_make_room(
         cache: *mut kvc_cache_t,
