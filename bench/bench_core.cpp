@@ -148,17 +148,24 @@ void BM_DecodeStep512(benchmark::State& state) {
 }
 BENCHMARK(BM_DecodeStep512)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
+// What runs before each timed add, untimed: nothing, or
+// kvc_cache_make_room (RoomAhead).
+struct NoPrepare {
+  void operator()(kvc_cache_t*) const {}
+};
+
 // Times, in each iteration, the add of a new prompt of `tokens` tokens
 // (seed next()), committed and removed after it outside the timed region,
 // with sequence ids from `id`; returns the iterations and adds the wall
-// seconds to *wall.
-template <class Next>
+// seconds to *wall. prepare(cache) runs before each add, untimed.
+template <class Next, class Prepare = NoPrepare>
 uint64_t time_new_adds(benchmark::State& state, kvc_cache_t* cache, uint64_t id,
-                       uint32_t tokens, Next&& next, double* wall) {
+                       uint32_t tokens, Next&& next, double* wall, Prepare prepare = Prepare()) {
   uint64_t iterations = 0;
   Clock clock;
   for (auto _ : state) {
     const auto p = prompt(next(), tokens);
+    prepare(cache);
     clock.start();
     CHECK_OK(kvc_sequence_add(cache, id, p.data(), p.size(), nullptr, nullptr, nullptr));
     state.SetIterationTime(clock.stop(wall));
@@ -211,14 +218,15 @@ kvc_cache_t* full_host_cache() {
 // time_new_adds of the prompts next() names in a full host-tier cache;
 // reports each add's offloads, onboards and host evictions, which must be
 // about `offloads`, `onboards` and `host_evictions`.
-template <class Next>
+template <class Next, class Prepare = NoPrepare>
 void time_host_adds(benchmark::State& state, Next&& next, double offloads, double onboards,
-                    double host_evictions) {
+                    double host_evictions, Prepare prepare = Prepare()) {
   kvc_cache_t* cache = full_host_cache();
   kvc_cache_stats_t before = KVC_CACHE_STATS_INIT, after = KVC_CACHE_STATS_INIT;
   CHECK_OK(kvc_cache_get_stats(cache, &before));
   double wall = 0;
-  const double n = double(time_new_adds(state, cache, 1, kMoved * kTokensPerBlock, next, &wall));
+  const double n =
+      double(time_new_adds(state, cache, 1, kMoved * kTokensPerBlock, next, &wall, prepare));
   CHECK_OK(kvc_cache_get_stats(cache, &after));
   const double off = double(after.offloaded_blocks - before.offloaded_blocks) / n;
   const double on = double(after.onboarded_blocks - before.onboarded_blocks) / n;
@@ -245,6 +253,34 @@ void BM_Offload1000(benchmark::State& state) {
   time_host_adds(state, [&] { return seed++; }, kMoved, 0, kMoved);
 }
 BENCHMARK(BM_Offload1000)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// kvc_cache_make_room before each add, untimed (an engine calls it while
+// the device runs a step): it moves the same blocks the add would, timed
+// apart (room_ahead_us, CPU time per add); the add takes free blocks.
+struct RoomAhead {
+  uint64_t sets;
+  double* cpu_s;
+  uint64_t* calls;
+  void operator()(kvc_cache_t* cache) const {
+    Clock clock;
+    double wall = 0;
+    clock.start();
+    CHECK_OK(kvc_cache_make_room(cache, sets, nullptr, nullptr));
+    *cpu_s += clock.stop(&wall);
+    ++*calls;
+  }
+};
+
+// BM_Offload1000's adds after kvc_cache_make_room made their room.
+void BM_Offload1000Ahead(benchmark::State& state) {
+  uint32_t seed = kHostSeed + kHostPrompts;
+  double room_s = 0;
+  uint64_t calls = 0;
+  time_host_adds(state, [&] { return seed++; }, kMoved, 0, kMoved,
+                 RoomAhead{kMoved + 1, &room_s, &calls});
+  state.counters["room_ahead_us"] = calls > 0 ? room_s * 1e6 / double(calls) : 0;
+}
+BENCHMARK(BM_Offload1000Ahead)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 // An add of a prompt whose blocks are in the host tier (the newest there
 // first): 999 are copied back (the last block is computed, as the last
@@ -434,6 +470,7 @@ int main(int argc, char** argv) {
   info("the cold add, no chain in consecutive node ids", "BM_AddCached32KInterleaved/");
   info("an add refused for lack of blocks (C API)", "BM_AddRefused");
   info("add offloading 1000 blocks to a full host tier", "BM_Offload1000/");
+  info("the same after kvc_cache_make_room made its room", "BM_Offload1000Ahead/");
   info("add onboarding 999 blocks from the host tier", "BM_Onboard1000/");
   info("create a cache of 10^6 blocks", "BM_Create/1000000/");
   info("create a cache of 10^7 blocks", "BM_Create/10000000/");
