@@ -218,6 +218,33 @@ TEST_P(DiskTierGpu, OffersInFlightKeepTheBytesTheCallersNextKernelsOverwrite) {
   CUDA_OK_(cudaStreamDestroy(other));
 }
 
+// Room made ahead (kvc_cache_make_room) on the caller's stream: the offers
+// of the 8 evicted blocks are copied out there, before the caller's next
+// kernels on that stream overwrite the freed blocks; the add that follows
+// evicts nothing, and r comes back from the disk bit for bit.
+TEST_P(DiskTierGpu, RoomMadeAheadOffersOnTheStreamBeforeTheBlocksAreReused) {
+  const uint32_t T = config_.tokens_per_block;
+  std::vector<int32_t> r(4 * T), u(4 * T), q(8 * T);
+  std::iota(r.begin(), r.end(), 67000);
+  std::iota(u.begin(), u.end(), 68000);
+  std::iota(q.begin(), q.end(), 69000);
+  cache_written(1, r);
+  cache_written(2, u);  // 8 cached blocks with their pattern
+  EXPECT_EQ(m().make_room(8, stream_), 8u);  // evicts all 8: offers out
+  const uint64_t evicted = m().stats().evicted_blocks;
+  m().add(3, q.data(), q.size(), {}, stream_);
+  EXPECT_EQ(m().stats().evicted_blocks, evicted);
+  for (uint32_t blk : m().sequence(3).blocks[0])  // no wait in between
+    CUDA_OK_(cudaMemsetAsync(cache_->pool(0).block(blk), 0x5A, bytes(), stream_));
+  m().remove(3);
+  m().stores()->flush();
+  EXPECT_EQ(m().stores()->reports().at(0).offered_blocks, 8u);
+  EXPECT_EQ(m().add(4, r.data(), r.size(), {}, stream_), 3u * T);  // r's first 3 from the disk
+  expect_blocks(4, r, 3, stream_);
+  EXPECT_EQ(cache_->device().async_error(stream_).status, KVC_OK);
+  m().check_invariants();
+}
+
 // Primary -> host -> disk on the device: p is pushed to the host tier, then
 // out of it to the disk (host nodes offered with one device wait for a
 // call's victims, StoreChain::host_blocks_written); it loads back from the

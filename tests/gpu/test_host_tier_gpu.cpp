@@ -149,6 +149,44 @@ TEST_P(HostTierGpu, AHitOnAnotherStreamSeesTheOffload) {
   m().check_invariants();
 }
 
+// Room made ahead (kvc_cache_make_room) on the caller's stream: the
+// offload copies go there, so the model's later writes on that stream into
+// the freed blocks come after them; the add then evicts nothing, and a hit
+// reads back every byte.
+TEST_P(HostTierGpu, RoomMadeAheadOffloadsOnTheStreamBeforeTheBlocksAreReused) {
+  const uint32_t T = cache_->config().tokens_per_block;
+  std::vector<int32_t> p(4 * T + 1);
+  std::iota(p.begin(), p.end(), 3000);
+  m().add(1, p.data(), p.size(), {}, stream_);
+  for (uint64_t b = 0; b < 4; ++b) {
+    const auto v = expected(p[b * T], b);
+    CUDA_OK_(cudaMemcpyAsync(cache_->pool(0).block(m().sequence(1).blocks[0][b]), v.data(),
+                             v.size(), cudaMemcpyHostToDevice, stream_));
+  }
+  m().commit(1, p.size());
+  m().remove(1);
+  EXPECT_EQ(m().make_room(8, stream_), 8u);  // the four cached blocks move out
+  EXPECT_EQ(m().stats().host.offloaded_blocks, 4u);
+  const uint64_t evicted = m().stats().evicted_blocks;
+  std::vector<int32_t> q(8 * T);
+  std::iota(q.begin(), q.end(), 70000);
+  m().add(2, q.data(), q.size(), {}, stream_);
+  EXPECT_EQ(m().stats().evicted_blocks, evicted);  // the add took free blocks
+  for (uint32_t blk : m().sequence(2).blocks[0])
+    CUDA_OK_(cudaMemsetAsync(cache_->pool(0).block(blk), 0xA5, bytes(), stream_));
+  m().remove(2);
+  EXPECT_EQ(m().add(3, p.data(), p.size(), {}, stream_), 4u * T);
+  std::vector<uint8_t> got(bytes());
+  for (uint64_t b = 0; b < 4; ++b) {
+    CUDA_OK_(cudaMemcpyAsync(got.data(), cache_->pool(0).block(m().sequence(3).blocks[0][b]),
+                             bytes(), cudaMemcpyDeviceToHost, stream_));
+    CUDA_OK_(cudaStreamSynchronize(stream_));
+    EXPECT_EQ(std::memcmp(got.data(), expected(p[b * T], b).data(), bytes()), 0) << "block " << b;
+  }
+  EXPECT_EQ(cache_->device().async_error(stream_).status, KVC_OK);
+  m().check_invariants();
+}
+
 INSTANTIATE_TEST_SUITE_P(Geometries, HostTierGpu,
                          ::testing::Values(Geometry{2, 8, 128, 16, KVC_DTYPE_BF16},  // 128 KiB
                                            Geometry{1, 1, 3, 2, KVC_DTYPE_F16}));     // 24 bytes
