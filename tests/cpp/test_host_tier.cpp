@@ -13,93 +13,17 @@
 #include "base/error.h"
 #include "kv_content.h"
 #include "manager_fixture.h"
+#include "tier_script.h"
 
 namespace kvc {
 namespace {
 
-using test::check_sequence;
-using test::check_tree;
-using test::FaultPlan;
-using test::faulty_cache;
-using test::write_sequence;
-
-constexpr uint64_t kSetBytes = 512;  // 2 layers x K,V x 4 tokens x 2 heads x 4 dims x f32
-
-CacheConfig tier_config(uint64_t primary_blocks, uint64_t host_blocks) {
-  CacheConfig c;
-  c.num_layers = 2;
-  c.kv_heads = {2};
-  c.head_dim = 4;
-  c.dtype = KVC_DTYPE_F32;
-  c.tokens_per_block = 4;
-  c.max_tokens = primary_blocks * 4;
-  c.host_cache_bytes = host_blocks * kSetBytes;
-  c.partial_reuse = false;  // only full blocks are published: exact counts
-  return c;
-}
-
 using test::seq;
 using test::status_of;
+using test::tier_config;
+constexpr uint64_t kSetBytes = test::kTierSetBytes;
 
-class HostTierTest : public ::testing::Test {
- protected:
-  void make(const CacheConfig& c) {
-    cache_ = faulty_cache(c, faults_);
-  }
-  BlockManager& m() { return cache_->manager(); }
-  void check() {
-    m().check_invariants();
-    EXPECT_EQ(check_tree(*cache_), "");
-  }
-  // Adds, writes the KV of the tokens not found cached, checks the reused ones.
-  uint64_t add(uint64_t id, const std::vector<int32_t>& t, uint32_t priority = 35) {
-    SequenceOptions o;
-    o.prompt_priority = priority;
-    const uint64_t cached = m().add(id, t.data(), t.size(), o, nullptr);
-    const Sequence& s = m().sequence(id);
-    EXPECT_EQ(check_sequence(*cache_, s, 0, cached), "");
-    write_sequence(*cache_, s, cached, s.length());
-    check();
-    return cached;
-  }
-  void commit_all(uint64_t id) {
-    m().commit(id, m().sequence(id).length());
-    check();
-  }
-  void remove(uint64_t id) {
-    m().remove(id);
-    check();
-  }
-  // Adds, commits and removes: the prompt's full blocks end up cached.
-  // Returns the tree nodes of its full blocks.
-  std::vector<uint32_t> cache_prompt(uint64_t id, const std::vector<int32_t>& t,
-                                     uint32_t priority = 35) {
-    add(id, t, priority);
-    commit_all(id);
-    const std::vector<uint32_t> nodes(m().sequence(id).nodes.begin(),
-                                      m().sequence(id).nodes.begin() + long(m().sequence(id).published));
-    remove(id);
-    return nodes;
-  }
-  // Where a recorded node is now: 'P' primary, 'H' host, '-' gone. A node
-  // id reused by another key reads as gone.
-  char where(uint32_t node, const std::vector<int32_t>& prompt, uint64_t b) {
-    const TreeNode& t = m().tree().node(node);
-    if (!t.live || t.num_tokens != 4 ||
-        !std::equal(prompt.begin() + long(b * 4), prompt.begin() + long(b * 4 + 4), m().tree().tokens(node)))
-      return '-';
-    return m().in_host_tier(node) ? 'H' : 'P';
-  }
-  std::string tiers(const std::vector<uint32_t>& nodes, const std::vector<int32_t>& prompt) {
-    std::string s;
-    for (size_t b = 0; b < nodes.size(); ++b) s += where(nodes[b], prompt, b);
-    return s;
-  }
-  CacheStats stats() { return m().stats(); }
-
-  FaultPlan faults_;  // outlives the cache's device
-  std::unique_ptr<Cache> cache_;
-};
+class HostTierTest : public ::testing::Test, protected test::TierScript {};
 
 TEST_F(HostTierTest, SizedFromHostCacheBytesLikeThePrimaryPools) {
   make(tier_config(4, 3));

@@ -13,80 +13,25 @@
 #include "core/cache.h"
 #include "kv_content.h"
 #include "manager_fixture.h"
+#include "tier_script.h"
 
 namespace kvc {
 namespace {
 
 using test::check_sequence;
-using test::check_tree;
-using test::FaultPlan;
-using test::faulty_cache;
 using test::seq;
-using test::write_sequence;
+using test::tier_config;
 
-constexpr uint64_t kSetBytes = 512;  // 2 layers x K,V x 4 tokens x 2 heads x 4 dims x f32
-
-CacheConfig room_config(uint64_t primary_blocks, uint64_t host_blocks) {
-  CacheConfig c;
-  c.num_layers = 2;
-  c.kv_heads = {2};
-  c.head_dim = 4;
-  c.dtype = KVC_DTYPE_F32;
-  c.tokens_per_block = 4;
-  c.max_tokens = primary_blocks * 4;
-  c.host_cache_bytes = host_blocks * kSetBytes;
-  c.partial_reuse = false;  // only full blocks are published: exact counts
-  return c;
-}
-
-// One cache and the scripted calls of the host tier's tests.
-struct Script {
-  explicit Script(const CacheConfig& c) : cache(faulty_cache(c, faults)) {}
-  BlockManager& m() { return cache->manager(); }
-  void check() {
-    m().check_invariants();
-    EXPECT_EQ(check_tree(*cache), "");
-  }
-  uint64_t add(uint64_t id, const std::vector<int32_t>& t, uint32_t priority = 35) {
-    SequenceOptions o;
-    o.prompt_priority = priority;
-    const uint64_t cached = m().add(id, t.data(), t.size(), o, nullptr);
-    const Sequence& s = m().sequence(id);
-    EXPECT_EQ(check_sequence(*cache, s, 0, cached), "");
-    write_sequence(*cache, s, cached, s.length());
-    check();
-    return cached;
-  }
-  std::vector<uint32_t> cache_prompt(uint64_t id, const std::vector<int32_t>& t,
-                                     uint32_t priority = 35) {
-    add(id, t, priority);
-    m().commit(id, m().sequence(id).length());
-    const Sequence& s = m().sequence(id);
-    const std::vector<uint32_t> nodes(s.nodes.begin(), s.nodes.begin() + long(s.published));
-    m().remove(id);
-    check();
-    return nodes;
-  }
+// A cache made at once, with the scripted calls of the host tier's tests
+// and kvc_cache_make_room's.
+struct Script : test::TierScript {
+  explicit Script(const CacheConfig& c) { make(c); }
   uint64_t make_room(uint64_t sets) {
     const uint64_t free = m().make_room(sets, nullptr);
     check();
     EXPECT_EQ(free, m().stats().free_blocks);  // one group: a set is a block
     return free;
   }
-  // 'P' primary, 'H' host, '-' gone, per recorded node.
-  std::string tiers(const std::vector<uint32_t>& nodes, const std::vector<int32_t>& prompt) {
-    std::string s;
-    for (size_t b = 0; b < nodes.size(); ++b) {
-      const TreeNode& t = m().tree().node(nodes[b]);
-      const bool same = t.live && t.num_tokens == 4 &&
-                        std::equal(prompt.begin() + long(b * 4), prompt.begin() + long(b * 4 + 4),
-                                   m().tree().tokens(nodes[b]));
-      s += !same ? '-' : m().in_host_tier(nodes[b]) ? 'H' : 'P';
-    }
-    return s;
-  }
-  FaultPlan faults;  // outlives the cache's device
-  std::unique_ptr<Cache> cache;
 };
 
 // The host tier's scripted case: D's add needs 4 blocks with 1 free. One
@@ -94,7 +39,7 @@ struct Script {
 // blocks are offloaded, dropped and evicted from the host tier, and the
 // add of the second evicts nothing more.
 TEST(RoomAheadTest, TheSameMovesAsTheAddThatNeedsTheRoom) {
-  Script plain(room_config(4, 3)), ahead(room_config(4, 3));
+  Script plain(tier_config(4, 3)), ahead(tier_config(4, 3));
   const auto A = seq(0, 9), B = seq(100, 9), C = seq(200, 9), D = seq(300, 13);
   std::vector<uint32_t> a[2], b[2], c[2];
   Script* both[2] = {&plain, &ahead};
@@ -137,12 +82,12 @@ TEST(RoomAheadTest, TheSameMovesAsTheAddThatNeedsTheRoom) {
 // tier): room made ahead moves idle pages as the add would, and evicts the
 // same blocks.
 TEST(RoomAheadTest, PoolsSharingPagesEvictWhatTheAddWould) {
-  CacheConfig c = room_config(0, 0);
+  CacheConfig c = tier_config(0, 0);
   c.num_layers = 3;
   c.kv_heads = {1, 2, 2};  // groups of 128 and 512 block bytes: two pools
   c.max_tokens = 12 * 4;
   Script plain(c), ahead(c);
-  ASSERT_EQ(ahead.cache->num_pools(), 2u);
+  ASSERT_EQ(ahead.cache_->num_pools(), 2u);
   const auto A = seq(0, 17), B = seq(100, 13), D = seq(300, 29);
   std::vector<uint32_t> a[2], b[2];
   Script* both[2] = {&plain, &ahead};
@@ -162,7 +107,7 @@ TEST(RoomAheadTest, PoolsSharingPagesEvictWhatTheAddWould) {
 }
 
 TEST(RoomAheadTest, EnoughFreeOrZeroChangesNothing) {
-  Script s(room_config(8, 4));
+  Script s(tier_config(8, 4));
   const auto A = seq(0, 13);  // 3 full blocks cached, 5 free
   const auto a = s.cache_prompt(1, A);
   const CacheStats before = s.m().stats();
@@ -177,7 +122,7 @@ TEST(RoomAheadTest, EnoughFreeOrZeroChangesNothing) {
 // never go, and asking for more than the cached blocks can free frees
 // every one of them, without an error.
 TEST(RoomAheadTest, WithoutAHostTierDropsLeavesFirstAndNeverABlockInUse) {
-  Script s(room_config(8, 0));
+  Script s(tier_config(8, 0));
   const auto A = seq(0, 13), B = seq(100, 9);
   const auto a = s.cache_prompt(1, A);  // 3 cached
   s.add(2, B);                          // 3 in use (2 full + 1 partial)
@@ -190,7 +135,7 @@ TEST(RoomAheadTest, WithoutAHostTierDropsLeavesFirstAndNeverABlockInUse) {
   EXPECT_EQ(s.m().stats().evicted_blocks, 3u);
   EXPECT_EQ(s.m().sequence(2).length(), 9u);
   // The sequence's own blocks are intact (its KV rows check).
-  EXPECT_EQ(check_sequence(*s.cache, s.m().sequence(2), 0, s.m().sequence(2).length()), "");
+  EXPECT_EQ(check_sequence(*s.cache_, s.m().sequence(2), 0, s.m().sequence(2).length()), "");
   // A prompt that would have reused A computes it again.
   EXPECT_EQ(s.add(3, A), 0u);
 }
@@ -199,7 +144,7 @@ TEST(RoomAheadTest, WithoutAHostTierDropsLeavesFirstAndNeverABlockInUse) {
 // children, oldest first), as an add's offloads do; the blocks offloaded
 // ahead come back bit for bit.
 TEST(RoomAheadTest, AFullHostTierEvictsItsOwnLruToTakeTheOffloads) {
-  Script s(room_config(6, 2));
+  Script s(tier_config(6, 2));
   const auto A = seq(0, 9), B = seq(100, 9);
   const auto a = s.cache_prompt(1, A);
   const auto b = s.cache_prompt(2, B);

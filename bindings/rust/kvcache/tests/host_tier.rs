@@ -7,10 +7,12 @@ mod common;
 use common::tokens;
 use kvcache::{Cache, Config, Dtype, SequenceOptions};
 
-#[test]
-fn evicted_blocks_are_offloaded_and_onboarded_on_a_hit() {
-    // 2 layers x K,V x 4 tokens x 2 heads x 64 dims x f32: 8 KiB per block set.
-    let set_bytes = 2 * 2 * 4 * 2 * 64 * 4;
+// 2 layers x K,V x 4 tokens x 2 heads x 64 dims x f32: 8 KiB per block set.
+const SET_BYTES: u64 = 2 * 2 * 4 * 2 * 64 * 4;
+
+/// A cache of 4 blocks of 4 tokens with a host tier of `host_bytes`; only
+/// full blocks are published.
+fn host_tier_cache(host_bytes: u64) -> Cache {
     let config: Config = Config::builder()
         .num_layers(2)
         .kv_heads(2)
@@ -18,12 +20,17 @@ fn evicted_blocks_are_offloaded_and_onboarded_on_a_hit() {
         .dtype(Dtype::F32)
         .tokens_per_block(4)
         .max_tokens(16)
-        .host_cache_bytes(4 * set_bytes + 1)
+        .host_cache_bytes(host_bytes)
         .partial_reuse(false)
         .build()
         .expect("config");
-    let cache = Cache::new(&config).expect("cache");
-    assert_eq!(cache.describe().unwrap().host_cache_bytes, 4 * set_bytes);
+    Cache::new(&config).expect("cache")
+}
+
+#[test]
+fn evicted_blocks_are_offloaded_and_onboarded_on_a_hit() {
+    let cache = host_tier_cache(4 * SET_BYTES + 1);
+    assert_eq!(cache.describe().unwrap().host_cache_bytes, 4 * SET_BYTES);
     let opts = SequenceOptions::default();
 
     let first = tokens(0, 9); // two full blocks and a tail
@@ -33,7 +40,7 @@ fn evicted_blocks_are_offloaded_and_onboarded_on_a_hit() {
 
     cache.add_sequence(2, &tokens(100, 13), &opts).unwrap(); // all four blocks
     let s = cache.stats().unwrap();
-    assert_eq!((s.offloaded_blocks, s.offloaded_bytes), (2, 2 * set_bytes));
+    assert_eq!((s.offloaded_blocks, s.offloaded_bytes), (2, 2 * SET_BYTES));
     assert_eq!(
         (s.host_blocks, s.host_cached_blocks, s.host_free_blocks),
         (4, 2, 2)
@@ -43,26 +50,14 @@ fn evicted_blocks_are_offloaded_and_onboarded_on_a_hit() {
 
     assert_eq!(cache.add_sequence(3, &first, &opts).unwrap(), 8);
     let s = cache.stats().unwrap();
-    assert_eq!((s.onboarded_blocks, s.onboarded_bytes), (2, 2 * set_bytes));
+    assert_eq!((s.onboarded_blocks, s.onboarded_bytes), (2, 2 * SET_BYTES));
     assert_eq!((s.host_cached_blocks, s.reused_blocks), (0, 2));
     cache.check().unwrap();
 }
 
 #[test]
 fn make_room_evicts_ahead_into_the_host_tier() {
-    let set_bytes = 2 * 2 * 4 * 2 * 64 * 4;
-    let config: Config = Config::builder()
-        .num_layers(2)
-        .kv_heads(2)
-        .head_dim(64)
-        .dtype(Dtype::F32)
-        .tokens_per_block(4)
-        .max_tokens(16)
-        .host_cache_bytes(4 * set_bytes)
-        .partial_reuse(false)
-        .build()
-        .expect("config");
-    let cache = Cache::new(&config).expect("cache");
+    let cache = host_tier_cache(4 * SET_BYTES);
     let opts = SequenceOptions::default();
     let first = tokens(0, 9); // two full blocks and a tail
     cache.add_sequence(1, &first, &opts).unwrap();
