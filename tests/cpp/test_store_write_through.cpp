@@ -211,6 +211,27 @@ TEST(StoreWriteThrough, EvictionSkipsABlockWhoseWriteIsNotFinished) {
   EXPECT_EQ(second.tier().onboarded_blocks, 15u);
 }
 
+// The same with the room made ahead (kvc_cache_make_room): a's leaf is
+// deferred, b's 3 blocks go, nothing waits; c's add then evicts nothing.
+TEST(StoreWriteThrough, RoomMadeAheadSkipsABlockWhoseWriteIsNotFinished) {
+  TempDir dir;
+  const auto a = seq(100, 64), b = seq(500, 12), c = seq(900, 32);
+  Engine e(disk_config(dir.path(), 24));
+  e.chain().pause_writer(true);
+  e.cache_prompt(1, a);
+  e.cache_prompt(2, b);  // b's 3 dropped from the full queue: not pending
+  EXPECT_EQ(e.m().make_room(8, nullptr), 8u);
+  e.check();
+  EXPECT_EQ(e.chain().deferrals(), 1u);  // a's leaf
+  EXPECT_EQ(e.chain().write_waits(), 0u);
+  EXPECT_EQ(e.m().stats().evicted_blocks, 3u);
+  EXPECT_EQ(e.cache_prompt(3, c), 0u);
+  EXPECT_EQ(e.m().stats().evicted_blocks, 3u);  // c's add took free blocks
+  e.chain().pause_writer(false);
+  EXPECT_EQ(e.tier().io.stores, 16u);
+  e.check();
+}
+
 // A writer behind eviction (paused: nothing finishes) gets a shorter queue:
 // the deferral halves the admission window (write_admission.h), the next
 // commit's jobs past it are dropped and counted, and a drain that finds the
