@@ -279,10 +279,16 @@ class StoreChain {
       if (chain_ != nullptr && chain_->batch_depth_++ == 0) chain_->batch_stream_ = stream;
     }
     ~OfferBatch() {
-      if (chain_ == nullptr || --chain_->batch_depth_ != 0) return;
-      chain_->flush_offers();
-      chain_->host_settled_ = false;
-      chain_->batch_stream_ = nullptr;
+      if (chain_ == nullptr) return;
+      // The outermost scope flushes while the batch is still open, so that
+      // the copies are enqueued, not waited for (flush_offers_slow waits
+      // only outside a batch).
+      if (chain_->batch_depth_ == 1) {
+        chain_->flush_offers();
+        chain_->host_settled_ = false;
+        chain_->batch_stream_ = nullptr;
+      }
+      --chain_->batch_depth_;
     }
     OfferBatch(const OfferBatch&) = delete;
     OfferBatch& operator=(const OfferBatch&) = delete;
