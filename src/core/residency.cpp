@@ -131,10 +131,8 @@ void Residency::move_planned_pages(Reservation& r) {
 void Residency::make_room(uint32_t p) {
   BlockPool& pool = pools_[p];
   reclaimer_->refresh_order();  // the victim order must be current
-  while (pool.num_free() == 0) {
-    if (arena_ && arena_->num_free() > 0) pool.take_page();  // free memory first
-    else reclaimer_->evict_one(p);
-  }
+  while (pool.num_free() == 0)
+    if (!take_free_page(p)) reclaimer_->evict_one(p);  // free memory first
 }
 
 void Residency::return_taken(const uint32_t* blocks) {
