@@ -39,6 +39,9 @@
 //   long: the record writer then keeps up unless the blocks committed per
 //   second exceed what it writes; default 0, rounds back to back, which
 //   keeps the writer's queue full: an overload, the case of record;
+//   KVC_BENCH_ROUNDS=N: N timed rounds per setting and repetition (default
+//   400; the disk then holds about 32 x N records, so a longer run asks the
+//   lookup filter of a fuller store);
 //   KVC_BENCH_ROOM_AHEAD=1: kvc_cache_make_room before each round, untimed;
 //   KVC_BENCH_DEVICE=cuda:N: the serving caches on that GPU, whose blocks
 //   go to the disk at eviction instead; KVC_BENCH_CPU_TIME=0: wall time
@@ -224,6 +227,12 @@ double round_period_us() {
   return v != nullptr ? std::atof(v) : 0.0;
 }
 
+// KVC_BENCH_ROUNDS: timed rounds per setting and repetition.
+int timed_rounds() {
+  const char* v = std::getenv("KVC_BENCH_ROUNDS");
+  return v != nullptr && std::atoi(v) > 0 ? std::atoi(v) : 400;
+}
+
 // KVC_BENCH_ROOM_AHEAD=1: before each round, untimed, kvc_cache_make_room
 // for the add's 32 blocks and its tail (as an engine calls it while the
 // device runs a step): the add then evicts nothing, and the offloads of a
@@ -301,7 +310,8 @@ void serving(const std::string& base, int reps) {
   std::printf("## 2. kvc_sequence_add / commit / remove latency, disk tier off vs on\n\n");
   std::printf("1024-block pool, unique 512-token prompts: every add evicts 32 blocks once warm\n");
   std::printf("(on: each block is written through to the disk at its commit, by the record writer's\n");
-  std::printf("thread; evicting it then costs nothing more). %d rounds of 400 adds per setting, off and on\n", reps);
+  std::printf("thread; evicting it then costs nothing more). %d rounds of %d adds per setting, off and on\n", reps,
+              timed_rounds());
   std::printf("alternating; percentiles over all rounds' calls; the range is over rounds' p99.\n\n");
   std::printf("CPU: the serving thread's own CPU time per call (CLOCK_THREAD_CPUTIME_ID), p50 and\n");
   std::printf("p99, off / on; instructions: user-space instructions it retired per call (perf\n");
@@ -340,7 +350,7 @@ void serving(const std::string& base, int reps) {
         CallCost calls[kCalls];
         serve(cache, 1000000 * uint64_t(rep + 1), 64, calls);  // warm: the pool fills
         for (CallCost& c : calls) c = CallCost{};
-        serve(cache, 1000000 * uint64_t(rep + 1) + 64, 400, calls);
+        serve(cache, 1000000 * uint64_t(rep + 1) + 64, timed_rounds(), calls);
         if (which) {
           kvc_tier_stats_t s = KVC_TIER_STATS_INIT;
           CHECK_OK(kvc_cache_get_tier_stats(cache, KVC_TIER_DISK, &s));

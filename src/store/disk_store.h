@@ -63,10 +63,10 @@
 // is full the put is dropped (counted); a failed write (disk full,
 // unwritable) is dropped and counted as an error too. load() reads on the
 // caller's thread (a queued record is served from the queue); a lookup
-// whose first hash the store does not hold is answered without the lock
-// (filter_, hash_filter.h). One mutex guards the index, the slots, the queue and
-// the counters; no file I/O runs under it (except at open, before the
-// worker starts).
+// whose first hash the store does not hold is answered without the lock,
+// but for the filter's rare "maybe" (filter_, hash_filter.h). One mutex
+// guards the index, the slots, the queue and the counters; no file I/O runs
+// under it (except at open, before the worker starts).
 #pragma once
 
 #include <atomic>
@@ -229,9 +229,10 @@ class DiskStore final : public BlockStore {
   LatencyWindow load_latency_, write_latency_;
   // The hashes queued (pending_) or indexed (index_), changed under mu_,
   // read by load() without it (hash_filter.h): a lookup whose first hash
-  // the store does not hold (the serving call's common case) takes no lock,
-  // so it never waits for the worker, which holds mu_ while it books a
-  // batch. Those lookups are counted in misses and in load.count, not
+  // the store does not hold (the serving call's common case) takes no lock
+  // but in the filter's rare "maybe" (0.1-0.4% of them at the records the
+  // budget holds), so it does not wait for the record writer's puts or the
+  // worker, which hold mu_ while they queue or book a batch. Those lookups are counted in misses and in load.count, not
   // sampled for the load latency. On lines of their own: the serving
   // thread reads the filter and counts at every lookup, the worker writes
   // the latencies above at every batch.
