@@ -4,7 +4,9 @@
 // find their blocks free and evict nothing on the step's critical path.
 // The victims, their order and their fates are those the calls would have
 // had: the host tier's plan (offload or drop, host nodes leaving to make
-// room) for a cache with one, Eviction's order otherwise.
+// room) for a cache with one, Eviction's order otherwise. Between steps
+// too: the record writer's finished jobs give their places back and a
+// sleeping writer is woken for the step's commits (StoreChain::between_steps).
 #include <algorithm>
 
 #include "core/block_manager.h"
@@ -13,6 +15,7 @@ namespace kvc {
 
 uint64_t BlockManager::make_room(uint64_t sets, void* stream) {
   const size_t P = residency_.num_pools();
+  if (stores_) stores_->between_steps();
   if (residency_.free_sets() >= sets) return residency_.free_sets();
   StoreChain::OfferBatch offers(stores_.get(), stream);
   eviction_.refresh_order();

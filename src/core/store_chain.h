@@ -332,6 +332,15 @@ class StoreChain {
   void requeue_deferred_if_any() {
     if (!deferred_.empty()) drain();
   }
+  // Between steps (kvc_cache_make_room, while the device runs): drains, so
+  // that the step's commits find the queue's places free without reading
+  // the worker's count, and wakes a worker that sleeps while jobs are out
+  // (RecordWriter::nudge: the commits do not, below half a queue).
+  void between_steps() {
+    if (writer_ == nullptr) return;
+    drain();
+    writer_->nudge();
+  }
   // Waits for every queued write and every offer slot's task (their copies
   // read pool blocks) and drains (a reset, a resize, a flush, tests).
   void settle();

@@ -170,18 +170,26 @@ void ThreadedRecordWriter::publish(uint64_t tail, size_t took) {
   // worker read on the ring's last lap) need not be owned again before the
   // call returns. So the load of sleep_ may be served before the store is
   // seen, and miss a worker going to sleep: it then finds the jobs at its
-  // timeout (kPoll, kDeepPoll). A worker awake finds them itself; one
-  // polling is woken only when the ring is half full.
-  // written_ (the worker's line, written at every job) is read only when
-  // the worker sleeps: an awake worker, the common case of a writer that
-  // is behind, costs no load of that line here.
+  // timeout (kPoll, kDeepPoll). A worker awake finds them itself.
+  // sleep_ and written_ (the worker's lines) are read only when the ring is
+  // half used by the serving thread's own count: below that the jobs wait
+  // for the worker's next poll or for nudge() between steps.
   tail_.store(tail + took, std::memory_order_release);
+  if (2 * (tail + took - head_) < cap_) return;
   const int sleep = sleep_.load(std::memory_order_relaxed);
   if (sleep == kDeep ||
       (sleep == kPolling && 2 * (tail + took - written_.load(std::memory_order_relaxed)) >= cap_)) {
     std::lock_guard<std::mutex> lock(mu_);  // the worker is waiting or about to
     work_cv_.notify_one();
   }
+}
+
+void ThreadedRecordWriter::nudge() {
+  if (sleep_.load(std::memory_order_relaxed) == kAwake ||
+      written_.load(std::memory_order_relaxed) == tail_.load(std::memory_order_relaxed))
+    return;
+  std::lock_guard<std::mutex> lock(mu_);  // the worker is waiting or about to
+  work_cv_.notify_one();
 }
 
 void ThreadedRecordWriter::flush() { wait_finished(tail_.load(std::memory_order_relaxed)); }

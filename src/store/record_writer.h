@@ -35,15 +35,19 @@
 // writes, and writes tail_ with a release store (no fence).
 //
 // Waking the worker. A submit never wakes a worker that is awake. An idle
-// worker sleeps on a condition variable with a timeout (kPoll): a submit
-// wakes it (a futex syscall) only when the ring is at least half full, or
-// when the worker has been idle long enough to sleep longer (kIdlePolls
-// empty polls, then kDeepPoll); otherwise the worker finds the jobs at its
-// next poll. The submit publishes without a fence, so it may read the
-// worker's state from before the worker went to sleep and not wake it:
-// the timeouts bound how long such jobs wait (kDeepPoll at most).
-// flush(), wait_finished(), set_paused() and the destructor always wake it
-// (under the lock). The worker runs as a background thread
+// worker sleeps on a condition variable with a timeout (kPoll, or kDeepPoll
+// once it has been idle for kIdlePolls polls). A submit looks at the
+// worker's state (sleep_, a line the worker writes as it sleeps and wakes:
+// a transfer between the cores at each call, a third of a commit on a
+// 2-core VM) only when the ring is at least half used by its own count
+// (tail_ - head_), and then wakes a sleeping worker (a futex syscall);
+// otherwise the worker finds the jobs at its next poll, or when nudge()
+// wakes it: the core calls that between steps (kvc_cache_make_room, which
+// an engine calls while the device runs), off the serving calls. The
+// submit publishes without a fence, so it may read the worker's state from
+// before the worker went to sleep and not wake it: the timeouts bound how
+// long such jobs wait (kDeepPoll at most). flush(), wait_finished(),
+// set_paused() and the destructor always wake it (under the lock). The worker runs as a background thread
 // (background_thread.h).
 //
 // The worker remembers the keys of its last jobs (2 x max_jobs + 16: a job
@@ -83,6 +87,7 @@ class ThreadedRecordWriter final : public RecordWriter {
   }
   void count_dropped(uint64_t n) override { count_refused(n); }
   void release(uint64_t n) override { head_ = std::max(head_, n); }
+  void nudge() override;
   void flush() override;
   uint64_t finished() const override { return written_.load(std::memory_order_acquire); }
   void prefetch_submit() const override {

@@ -305,9 +305,10 @@ TEST(RecordWriter, AJobChainedOnAnUnknownTicketGetsAZeroKeyAndIsDropped) {
 }
 
 // Submits and releases racing the worker (no flush between them), as
-// commits do: every accepted job finishes exactly once, in submission order,
-// with its key at its ticket, and every refused one is counted (the
-// ThreadSanitizer build checks the ring and the key table).
+// commits do, and nudges as between steps: every accepted job finishes
+// exactly once, in submission order, with its key at its ticket, and every
+// refused one is counted (the ThreadSanitizer build checks the ring, the
+// key table and the worker's wake-up).
 TEST(RecordWriter, JobsRacingTheWorkerFinishOnceInOrder) {
   Recorder store;
   Jobs jobs(3000);
@@ -322,6 +323,7 @@ TEST(RecordWriter, JobsRacingTheWorkerFinishOnceInOrder) {
     for (size_t k = 0; k < took; ++k) accepted.push_back(jobs.writes[i + k].ticket);
     refused += n - took;
     i += n;
+    if (i % 5 == 0) w.nudge();
     c.take_done(done);
   }
   w.flush();
