@@ -31,15 +31,20 @@ void Sequences::check_add(uint64_t id, uint64_t n, const SequenceOptions& option
 bool Sequences::try_add(uint64_t id, const int32_t* tokens, uint64_t n,
                         const SequenceOptions& options, void* stream,
                         uint64_t* cached_tokens_out) {
-  if (stores_ != nullptr) stores_->prefetch_for_call();
+  // An add that may evict reads the record writer's count (below): asked
+  // for first. One that finds its blocks free (room made ahead) does not.
+  const bool may_evict = residency_.free_sets() < blocks_for(n, T_);
+  if (stores_ != nullptr && may_evict) stores_->prefetch_for_call();
   check_add(id, n, options);
   const std::string scope_bytes =
       encode_scope(options.has_salt, options.salt, options.has_lora, options.lora_id);
   std::vector<ExtraKey> extras = sorted_extras(options);
 
   // Victims deferred for their write-through jobs go back to the eviction
-  // queue once those are finished (only when there are any).
-  if (stores_ != nullptr) stores_->requeue_deferred_if_any();
+  // queue once those are finished (only when there are any), when this add
+  // may have to evict: otherwise it reads no line of the record writer's
+  // (make_room and the next call that may evict requeue them).
+  if (stores_ != nullptr && may_evict) stores_->requeue_deferred_if_any();
   Reservation& r = reservation_;
   AddPlan& plan = add_plan_;
   if (!plan_add(tokens, n, scope_bytes, extras, r, plan)) {

@@ -129,7 +129,6 @@ void Sequences::fork(uint64_t parent, uint64_t child) {
 }
 
 void Sequences::remove(uint64_t id) {
-  if (stores_ != nullptr) stores_->prefetch_for_call();
   Sequence& s = sequence(id);
   if (cfg_.block_reuse && cfg_.partial_reuse) publish_tail(s);
   // Deepest first, so a parent is always released after its children.
@@ -166,9 +165,10 @@ void Sequences::remove(uint64_t id) {
   }
   index_.unref_scope(s.scope);
   recycle(seqs_.erase(id));
-  // Victims deferred for their write-through jobs go back to the eviction
-  // queue here too once those are finished (the next add would, later).
-  if (stores_ != nullptr) stores_->requeue_deferred_if_any();
+  // Victims deferred for their write-through jobs are not requeued here: a
+  // remove evicts nothing, and reading the record writer's count would cost
+  // it a line of the worker's; the next add that may evict, an extend's
+  // eviction and make_room requeue them.
 }
 
 size_t Sequences::spare_for(uint64_t tokens) const {

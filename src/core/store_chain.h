@@ -314,9 +314,9 @@ class StoreChain {
   void drain();
   // Hints at the start of a serving call (RecordWriter::prefetch_submit):
   // a commit asks for the lines its submit writes, and for the writer's
-  // count while jobs are out (a commit short of room drains); another call
-  // for the count while jobs are out or victims wait (its evictions and
-  // requeue_deferred_if_any read it).
+  // count while jobs are out (a commit short of room drains); an add that
+  // may evict, or an extend, for the count while jobs are out or victims
+  // wait (its evictions and requeue_deferred_if_any read it).
   void prefetch_for_commit() const {
     if (writer_ == nullptr || muted_) return;
     writer_->prefetch_submit();
@@ -326,9 +326,9 @@ class StoreChain {
     if (writer_ != nullptr && (submitted_ != finished_ || !deferred_.empty()))
       writer_->prefetch_finished();
   }
-  // An add's and a remove's look at the writer: only when victims wait for
-  // their jobs (deferred), so that a call with none reads no line of the
-  // worker's.
+  // An add's look at the writer, when it may evict: only when victims wait
+  // for their jobs (deferred), so that a call with none reads no line of
+  // the worker's.
   void requeue_deferred_if_any() {
     if (!deferred_.empty()) drain();
   }
