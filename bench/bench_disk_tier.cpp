@@ -309,9 +309,12 @@ kvc_cache_t* pinned_cache(const Shape& m, const std::string& disk) {
 void serving(const std::string& base, int reps) {
   std::printf("## 2. kvc_sequence_add / commit / remove latency, disk tier off vs on\n\n");
   std::printf("1024-block pool, unique 512-token prompts: every add evicts 32 blocks once warm\n");
-  std::printf("(on: each block is written through to the disk at its commit, by the record writer's\n");
-  std::printf("thread; evicting it then costs nothing more). %d rounds of %d adds per setting, off and on\n", reps,
-              timed_rounds());
+  if (bench_device() == nullptr)
+    std::printf("(on: each block is written through to the disk at its commit, by the record writer's\n"
+                "thread; evicting it then costs nothing more).");
+  else
+    std::printf("(on: each block is offered to the disk at its eviction; see Device below).");
+  std::printf(" %d rounds of %d adds per setting, off and on\n", reps, timed_rounds());
   std::printf("alternating; percentiles over all rounds' calls; the range is over rounds' p99.\n\n");
   std::printf("CPU: the serving thread's own CPU time per call (CLOCK_THREAD_CPUTIME_ID), p50 and\n");
   std::printf("p99, off / on; instructions: user-space instructions it retired per call (perf\n");
