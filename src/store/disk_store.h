@@ -232,10 +232,11 @@ class DiskStore final : public BlockStore {
   // the store does not hold (the serving call's common case) takes no lock
   // but in the filter's rare "maybe" (0.1-0.4% of them at the records the
   // budget holds), so it does not wait for the record writer's puts or the
-  // worker, which hold mu_ while they queue or book a batch. Those lookups are counted in misses and in load.count, not
-  // sampled for the load latency. On lines of their own: the serving
-  // thread reads the filter and counts at every lookup, the worker writes
-  // the latencies above at every batch.
+  // worker, which hold mu_ while they queue or book a batch. Those lookups
+  // are counted in misses and in load.count, not sampled for the load
+  // latency. On lines of their own: the serving thread reads the filter and
+  // counts at every lookup, the worker writes the latencies above at every
+  // batch.
   alignas(64) HashFilter filter_;
   alignas(64) std::atomic<uint64_t> fast_misses_{0};
   std::thread worker_;

@@ -118,7 +118,8 @@ class HashFilter {
     std::unique_ptr<std::atomic<uint64_t>[]> w(new std::atomic<uint64_t>[n]);
     for (size_t i = 0; i < n; ++i) w[i].store(0, std::memory_order_relaxed);
     return w;
-  } static bool bit(const std::unique_ptr<std::atomic<uint64_t>[]>& w, size_t b) {
+  }
+  static bool bit(const std::unique_ptr<std::atomic<uint64_t>[]>& w, size_t b) {
     return (w[b >> 6].load(std::memory_order_relaxed) >> (b & 63)) & 1;
   }
   static void set_bit(std::atomic<uint64_t>& w, size_t b, bool on) {
@@ -126,10 +127,8 @@ class HashFilter {
     const uint64_t v = w.load(std::memory_order_relaxed);
     w.store(on ? v | m : v & ~m, std::memory_order_relaxed);
   }
-  size_t bucket(uint64_t hash) const {
-    return size_t((hash * 0x9E3779B97F4A7C15ull) >>
-                  shift_);  // the top bits of a multiplicative mix
-  }
+  // The first stage's bucket: the top bits of a multiplicative mix.
+  size_t bucket(uint64_t hash) const { return size_t((hash * 0x9E3779B97F4A7C15ull) >> shift_); }
   // The second stage's word and bits: the top bits of a full mix (the
   // splitmix64 finalizer, so independent of the first stage's bucket)
   // choose the word, its four low 6-bit fields the bits.
