@@ -38,8 +38,8 @@
 // worker sleeps on a condition variable with a timeout (kPoll, or kDeepPoll
 // once it has been idle for kIdlePolls polls). A submit looks at the
 // worker's state (sleep_, a line the worker writes as it sleeps and wakes:
-// a transfer between the cores at each call, a third of a commit on a
-// 2-core VM) only when the ring is at least half used by its own count
+// a transfer between the cores at each call, about 640 cycles on the 2-core
+// VM) only when the ring is at least half used by its own count
 // (tail_ - head_), and then wakes a sleeping worker (a futex syscall);
 // otherwise the worker finds the jobs at its next poll, or when nudge()
 // wakes it: the core calls that between steps (kvc_cache_make_room, which
@@ -47,8 +47,8 @@
 // submit publishes without a fence, so it may read the worker's state from
 // before the worker went to sleep and not wake it: the timeouts bound how
 // long such jobs wait (kDeepPoll at most). flush(), wait_finished(),
-// set_paused() and the destructor always wake it (under the lock). The worker runs as a background thread
-// (background_thread.h).
+// set_paused() and the destructor always wake it (under the lock). The
+// worker runs as a background thread (background_thread.h).
 //
 // The worker remembers the keys of its last jobs (2 x max_jobs + 16: a job
 // chains only on a job queued when it was submitted, so at most max_jobs
