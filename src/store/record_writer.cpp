@@ -178,16 +178,17 @@ void ThreadedRecordWriter::publish(uint64_t tail, size_t took) {
   if (2 * (tail + took - head_) < cap_) return;
   const int sleep = sleep_.load(std::memory_order_relaxed);
   if (sleep == kDeep ||
-      (sleep == kPolling && 2 * (tail + took - written_.load(std::memory_order_relaxed)) >= cap_)) {
-    std::lock_guard<std::mutex> lock(mu_);  // the worker is waiting or about to
-    work_cv_.notify_one();
-  }
+      (sleep == kPolling && 2 * (tail + took - written_.load(std::memory_order_relaxed)) >= cap_))
+    wake();
 }
 
 void ThreadedRecordWriter::nudge() {
-  if (sleep_.load(std::memory_order_relaxed) == kAwake ||
-      written_.load(std::memory_order_relaxed) == tail_.load(std::memory_order_relaxed))
-    return;
+  if (sleep_.load(std::memory_order_relaxed) != kAwake &&
+      written_.load(std::memory_order_relaxed) != tail_.load(std::memory_order_relaxed))
+    wake();
+}
+
+void ThreadedRecordWriter::wake() {
   std::lock_guard<std::mutex> lock(mu_);  // the worker is waiting or about to
   work_cv_.notify_one();
 }

@@ -144,6 +144,8 @@ class ThreadedRecordWriter final : public RecordWriter {
   // after `tail` visible (waking the worker if it must).
   RunHead& next_head() { return runs_[runs_submitted_++ % runs_.size()]; }
   void publish(uint64_t tail, size_t took);
+  // Wakes a worker asleep on work_cv_ (publish and nudge decide whether).
+  void wake();
   // Throws Error(KVC_ERR_INTERNAL) for a ticket outside the key table.
   void check_ticket(uint64_t ticket) const;
   // The worker, outside the lock: job `at`'s run (its header taken at the
