@@ -6,7 +6,8 @@
 // had: the host tier's plan (offload or drop, host nodes leaving to make
 // room) for a cache with one, Eviction's order otherwise. Between steps
 // too: the record writer's finished jobs give their places back and a
-// sleeping writer is woken for the step's commits (StoreChain::between_steps).
+// deeply sleeping writer is woken for the step's commits
+// (StoreChain::between_steps).
 #include <algorithm>
 
 #include "core/block_manager.h"

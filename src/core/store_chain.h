@@ -334,8 +334,8 @@ class StoreChain {
   }
   // Between steps (kvc_cache_make_room, while the device runs): drains, so
   // that the step's commits find the queue's places free without reading
-  // the worker's count, and wakes a worker that sleeps while jobs are out
-  // (RecordWriter::nudge: the commits do not, below half a queue).
+  // the worker's count, and wakes a worker in its deep sleep while jobs
+  // are out (RecordWriter::nudge: the commits do not, below half a queue).
   void between_steps() {
     if (writer_ == nullptr) return;
     drain();

@@ -41,9 +41,9 @@
 // a transfer between the cores at each call, about 640 cycles on the 2-core
 // VM) only when the ring is at least half used by its own count
 // (tail_ - head_), and then wakes a sleeping worker (a futex syscall);
-// otherwise the worker finds the jobs at its next poll, or when nudge()
-// wakes it: the core calls that between steps (kvc_cache_make_room, which
-// an engine calls while the device runs), off the serving calls. The
+// otherwise the worker finds the jobs at its next poll (kPoll), or, in its
+// deep sleep, when nudge() wakes it: the core calls that between steps
+// (kvc_cache_make_room, which an engine calls while the device runs). The
 // submit publishes without a fence, so it may read the worker's state from
 // before the worker went to sleep and not wake it: the timeouts bound how
 // long such jobs wait (kDeepPoll at most). flush(), wait_finished(),
