@@ -42,7 +42,8 @@
 //   KVC_BENCH_ROUNDS=N: N timed rounds per setting and repetition (default
 //   400; the disk then holds about 32 x N records, so a longer run asks the
 //   lookup filter of a fuller store);
-//   KVC_BENCH_ROOM_AHEAD=1: kvc_cache_make_room before each round, untimed;
+//   KVC_BENCH_ROOM_AHEAD=1: kvc_cache_make_room before each round, timed
+//   as a call of its own and in the round's sum;
 //   KVC_BENCH_DEVICE=cuda:N: the serving caches on that GPU, whose blocks
 //   go to the disk at eviction instead; KVC_BENCH_CPU_TIME=0: wall time
 //   only, no CPU-time system call between the timed calls)
@@ -213,14 +214,16 @@ void measure(const ThreadCounter& counter, CallCost& cost, F call) {
 
 // `rounds` adds of unique 512-token prompts (32 blocks: once the pool is
 // full, each add evicts 32 cached blocks), each committed and removed; the
-// cost of every add, commit and remove (calls[0..2]) and of the three
-// together (calls[3]: the round's sum). The remove counts because the tier
+// cost of every add, commit and remove (calls[0..2]), of the make_room
+// before the round with KVC_BENCH_ROOM_AHEAD=1 (calls[3]: a serving call too,
+// between steps) and of the round's calls together (calls[4]: the sum). The remove counts because the tier
 // may move work between the calls: a remove caches the sequence's blocks
 // with or without it, but a block whose write job is not finished when
 // eviction reaches it is deferred and queued again by a later call's drain
 // (store_chain.h).
-constexpr int kCalls = 4;
-const char* const kCallNames[kCalls] = {"add", "commit", "remove", "round (sum)"};
+constexpr int kCalls = 5, kMakeRoom = 3, kRound = 4;
+const char* const kCallNames[kCalls] = {"add", "commit", "remove", "make_room (ahead)",
+                                        "round (sum)"};
 // KVC_BENCH_ROUND_US: a round's period (0: back to back).
 double round_period_us() {
   const char* v = std::getenv("KVC_BENCH_ROUND_US");
@@ -233,10 +236,10 @@ int timed_rounds() {
   return v != nullptr && std::atoi(v) > 0 ? std::atoi(v) : 400;
 }
 
-// KVC_BENCH_ROOM_AHEAD=1: before each round, untimed, kvc_cache_make_room
-// for the add's 32 blocks and its tail (as an engine calls it while the
-// device runs a step): the add then evicts nothing, and the offloads of a
-// device cache's evicted blocks leave the timed calls.
+// KVC_BENCH_ROOM_AHEAD=1: before each round, kvc_cache_make_room for the
+// add's 32 blocks and its tail (as an engine calls it while the device runs
+// a step), timed as a call of its own: the add then evicts nothing, and the
+// offloads of a device cache's evicted blocks leave the add.
 bool room_ahead() {
   const char* v = std::getenv("KVC_BENCH_ROOM_AHEAD");
   return v != nullptr && std::strcmp(v, "1") == 0;
@@ -255,19 +258,25 @@ void serve(kvc_cache_t* cache, uint64_t first_seed, int rounds, CallCost* calls)
     }
     const auto p = unique_prompt(first_seed + uint64_t(i), 512);
     const uint64_t id = first_seed + uint64_t(i);
-    if (ahead) CHECK_OK(kvc_cache_make_room(cache, 33, nullptr, nullptr));
+    if (ahead)
+      measure(counter, calls[kMakeRoom],
+              [&] { CHECK_OK(kvc_cache_make_room(cache, 33, nullptr, nullptr)); });
     measure(counter, calls[0], [&] {
       CHECK_OK(kvc_sequence_add(cache, id, p.data(), p.size(), nullptr, nullptr, nullptr));
     });
     measure(counter, calls[1], [&] { CHECK_OK(kvc_sequence_commit(cache, id, p.size())); });
     measure(counter, calls[2], [&] { CHECK_OK(kvc_sequence_remove(cache, id)); });
-    calls[3].wall_us.push_back(calls[0].wall_us.back() + calls[1].wall_us.back() +
-                               calls[2].wall_us.back());
-    calls[3].cpu_us.push_back(calls[0].cpu_us.back() + calls[1].cpu_us.back() +
-                              calls[2].cpu_us.back());
-    const double i0 = calls[0].instructions.back(), i1 = calls[1].instructions.back(),
-                 i2 = calls[2].instructions.back();
-    calls[3].instructions.push_back(i0 < 0 || i1 < 0 || i2 < 0 ? -1 : i0 + i1 + i2);
+    double wall = 0, cpu = 0, ins = 0;
+    for (int k = 0; k < kRound; ++k) {
+      if (k == kMakeRoom && !ahead) continue;
+      wall += calls[k].wall_us.back();
+      cpu += calls[k].cpu_us.back();
+      const double n = calls[k].instructions.back();
+      ins = ins < 0 || n < 0 ? -1 : ins + n;
+    }
+    calls[kRound].wall_us.push_back(wall);
+    calls[kRound].cpu_us.push_back(cpu);
+    calls[kRound].instructions.push_back(ins);
   }
 }
 
@@ -295,12 +304,18 @@ void pin_to(int cpu) {
   }
 }
 
+// KVC_BENCH_TIER_CPU=N: the tier's threads on CPU N (default 1). Where CPU 1
+// is the serving CPU's hyperthread sibling (the 2-core dev VM), the tier's
+// work takes the serving thread's core; 0 (diagnosis): its own CPU, so that
+// no line the two share moves between cores.
+int tier_cpu() {
+  const char* v = std::getenv("KVC_BENCH_TIER_CPU");
+  return v != nullptr ? std::atoi(v) : 1;
+}
+
 kvc_cache_t* pinned_cache(const Shape& m, const std::string& disk) {
   if (!pin_threads()) return serving_cache(m, disk);
-  // KVC_BENCH_TIER_CPU=0 (diagnosis): the tier's threads on the serving
-  // thread's core, so that no line the two share moves between cores.
-  const char* tier_cpu = std::getenv("KVC_BENCH_TIER_CPU");
-  pin_to(tier_cpu != nullptr ? std::atoi(tier_cpu) : 1);  // the cache's threads start here and stay
+  pin_to(tier_cpu());  // the cache's threads start here and stay
   kvc_cache_t* cache = serving_cache(m, disk);
   pin_to(0);  // the serving thread
   return cache;
@@ -331,8 +346,11 @@ void serving(const std::string& base, int reps) {
     std::printf("Device: %s (KVC_BENCH_DEVICE): on, each evicted block is offered to the disk at its\n"
                 "eviction (copied out on the call's stream; sealed and put by the offer worker), not\n"
                 "written at its commit.\n", bench_device());
-  std::printf("Threads: %s.\n\n", pin_threads() ? "serving thread pinned to CPU 0, the tier's threads to CPU 1 (KVC_BENCH_PIN=1)"
-                                                 : "not pinned (KVC_BENCH_PIN=1 pins them)");
+  if (pin_threads())
+    std::printf("Threads: serving thread pinned to CPU 0, the tier's threads to CPU %d (KVC_BENCH_PIN=1).\n\n",
+                tier_cpu());
+  else
+    std::printf("Threads: not pinned (KVC_BENCH_PIN=1 pins them).\n\n");
   std::printf("| model (block set) | call | off p50 | on p50 | off p99 [rounds] | on p99 [rounds] | on/off p99 |"
               " CPU p50 off / on | CPU p99 off / on | CPU on/off p99 | instr p50 off / on | instr p99 off / on | drops | offered |\n");
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
@@ -367,11 +385,12 @@ void serving(const std::string& base, int reps) {
           wall[k][which].insert(wall[k][which].end(), c.wall_us.begin(), c.wall_us.end());
           cpu[k][which].insert(cpu[k][which].end(), c.cpu_us.begin(), c.cpu_us.end());
           ins[k][which].insert(ins[k][which].end(), c.instructions.begin(), c.instructions.end());
-          p99[k][which].push_back(pct(c.wall_us, 0.99));
+          if (!c.wall_us.empty()) p99[k][which].push_back(pct(c.wall_us, 0.99));
         }
       }
     }
     for (int k = 0; k < kCalls; ++k) {
+      if (wall[k][0].empty()) continue;  // make_room without KVC_BENCH_ROOM_AHEAD=1
       const std::vector<double>* v = wall[k];
       const std::vector<double>* c = cpu[k];
       const std::vector<double>* n = ins[k];
