@@ -42,10 +42,10 @@ def serving(d):
             f1=lambda x: float(x.split()[0])
             pair=lambda x: (float(x.split('/')[0]), float(x.split('/')[1].split()[0]))
             cp50=pair(c[8]); cp99=pair(c[9])
-            rows.setdefault((short[c[1]],c[2],b),[]).append(dict(w50o=f1(c[3]),w50n=f1(c[4]),w99o=f1(c[5]),w99n=f1(c[6]),wr=float(c[7]),c50o=cp50[0],c50n=cp50[1],c99o=cp99[0],c99n=cp99[1],cr=float(c[10]),drops=int(c[13])))
+            rows.setdefault((short[c[1]],c[2],b),[]).append(dict(w50o=f1(c[3]),w50n=f1(c[4]),w99o=f1(c[5]),w99n=f1(c[6]),wr=float(c[7]),c50o=cp50[0],c50n=cp50[1],c99o=cp99[0],c99n=cp99[1],cr=float(c[10]) if c[10] not in ('-nan','nan','inf') else float('nan'),drops=int(c[13])))
     print("| block set | call | tree | runs | wall p50 off / on (us) | wall p99 off / on (us) | **wall p99 on/off** | CPU p50 off / on (us) | CPU p99 off / on (us) | **CPU p99 on/off** |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    order={'16 B':0,'32 KiB':1,'512 KiB':2}; corder={'add':0,'commit':1,'remove':2,'round (sum)':3}
+    order={'16 B':0,'32 KiB':1,'512 KiB':2}; corder={'add':0,'commit':1,'remove':2,'make_room (ahead)':3,'round (sum)':4}
     for k in sorted(rows, key=lambda k:(order[k[0]],corder[k[1]],k[2]!='old')):
         v=rows[k]; m=lambda x: st.median([r[x] for r in v])
         rng=lambda x: "%.2f [%.2f-%.2f]"%(m(x),min(r[x] for r in v),max(r[x] for r in v))
