@@ -215,12 +215,12 @@ void measure(const ThreadCounter& counter, CallCost& cost, F call) {
 // `rounds` adds of unique 512-token prompts (32 blocks: once the pool is
 // full, each add evicts 32 cached blocks), each committed and removed; the
 // cost of every add, commit and remove (calls[0..2]), of the make_room
-// before the round with KVC_BENCH_ROOM_AHEAD=1 (calls[3]: a serving call too,
-// between steps) and of the round's calls together (calls[4]: the sum). The remove counts because the tier
-// may move work between the calls: a remove caches the sequence's blocks
-// with or without it, but a block whose write job is not finished when
-// eviction reaches it is deferred and queued again by a later call's drain
-// (store_chain.h).
+// before the round with KVC_BENCH_ROOM_AHEAD=1 (calls[3]: a serving call
+// too, between steps) and of the round's calls together (calls[4]: the
+// sum). The remove counts because the tier may move work between the
+// calls: a remove caches the sequence's blocks with or without it, but a
+// block whose write job is not finished when eviction reaches it is
+// deferred and queued again by a later call's drain (store_chain.h).
 constexpr int kCalls = 5, kMakeRoom = 3, kRound = 4;
 const char* const kCallNames[kCalls] = {"add", "commit", "remove", "make_room (ahead)",
                                         "round (sum)"};
@@ -305,9 +305,10 @@ void pin_to(int cpu) {
 }
 
 // KVC_BENCH_TIER_CPU=N: the tier's threads on CPU N (default 1). Where CPU 1
-// is the serving CPU's hyperthread sibling (the 2-core dev VM), the tier's
-// work takes the serving thread's core; 0 (diagnosis): its own CPU, so that
-// no line the two share moves between cores.
+// is the serving CPU's hyperthread sibling (the 2-core dev VM at times:
+// bench/results/2026-12-01-disk-serving-make-room-vm-and-host.md), the
+// tier's work takes the serving thread's core; 0 (diagnosis): its own CPU,
+// so that no line the two share moves between cores.
 int tier_cpu() {
   const char* v = std::getenv("KVC_BENCH_TIER_CPU");
   return v != nullptr ? std::atoi(v) : 1;

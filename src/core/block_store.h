@@ -304,11 +304,11 @@ class RecordWriter {
   // so that later submits may take them; a place is free again only then.
   // The serving thread's own count: no line of the worker's written.
   virtual void release(uint64_t n) = 0;
-  // Wakes a worker that sleeps while jobs are out. A submit wakes it only
-  // when the queue is half used (it would read a line the worker writes),
-  // so that jobs submitted otherwise wait for the worker's next poll; the
-  // core calls this between steps (kvc_cache_make_room), off the serving
-  // calls.
+  // Wakes a worker that sleeps deeply (idle a while: one that polls finds
+  // the jobs itself) while jobs are out. A submit wakes it only when the
+  // queue is half used (it would read a line the worker writes), so that
+  // jobs submitted otherwise wait for the worker's next poll; the core
+  // calls this between steps (kvc_cache_make_room), off the serving calls.
   virtual void nudge() {}
   virtual void flush() = 0;
   // Jobs finished so far (the first n accepted jobs, in submission order;
