@@ -145,12 +145,15 @@
 //    a copy and a synchronize per block cost a GPU cache's add several
 //    milliseconds, and sealing a 2 MiB record on the call is a copy and a
 //    checksum of it (bench/results/2026-11-29-gpu-offers-h200.md). The
-//    kOfferSlots slots are filled in turn; when all are out (the worker is
-//    behind: a call that evicts more than they hold) the call waits for the
-//    oldest, CPU work and device copies, never the stores' I/O. Dropping
-//    instead was tried: an 8B model's add that evicts hundreds of 2 MiB
-//    blocks then dropped 96% of them (bench/results/
-//    2026-11-29-gpu-offer-worker-h200.md). Outside a batch the copies are
+//    kOfferSlots slots are filled in turn. When all are out and the oldest
+//    is the call's own (it evicts more than they hold) the call waits for
+//    it, CPU work and device copies, never the stores' I/O: dropping there
+//    cost an 8B model's add that evicts hundreds of 2 MiB blocks 96% of
+//    them (bench/results/2026-11-29-gpu-offer-worker-h200.md). When the
+//    oldest is an earlier call's (the worker behind across calls) the
+//    call's offers are dropped, counted: waiting there paced every step to
+//    the worker's sealing speed (5.7-6.7 ms a step at 512 KiB blocks on
+//    the H200: bench/results/2026-12-01-disk-serving-make-room-vm-and-host.md). Outside a batch the copies are
 //    waited for at once. A device copy that
 //    fails drops the block, counted in the tier's drops.
 //    put() never waits on I/O; a full queue drops it, counted by the store.
@@ -276,7 +279,10 @@ class StoreChain {
   class OfferBatch {
    public:
     OfferBatch(StoreChain* chain, void* stream) : chain_(chain) {
-      if (chain_ != nullptr && chain_->batch_depth_++ == 0) chain_->batch_stream_ = stream;
+      if (chain_ != nullptr && chain_->batch_depth_++ == 0) {
+        chain_->batch_stream_ = stream;
+        ++chain_->batch_serial_;
+      }
     }
     ~OfferBatch() {
       if (chain_ == nullptr) return;
@@ -640,8 +646,12 @@ class StoreChain {
   // offer_tasks_, whose task (put_slot, on the store layer's thread) waits
   // for the fence, seals each record and puts it: the serving call waits
   // for neither the device nor the sealing. The slots are used in turn; a
-  // slot is filled again once its task is done: when every slot is out
-  // (the worker behind) the call waits for the oldest (offer_waits_). A
+  // slot is filled again once its task is done. When every slot is out, a
+  // batch waits for the oldest if it filled that slot itself (its own burst
+  // of evictions: offer_waits_), and drops its offers, counted, while the
+  // oldest is an earlier call's (the worker behind across calls): a tier
+  // that falls behind never paces the serving calls. Offers outside a batch
+  // wait. A
   // slot's staging and fence are made at the cache's create where the
   // pools are device memory (pinning 8 MiB takes a serving call
   // milliseconds), else at its first use (a CPU cache's tests).
@@ -658,6 +668,7 @@ class StoreChain {
     std::vector<PendingOffer> offers;     // the worker's while the task is out
     std::vector<int32_t> tokens;          // T_ per offer
     uint64_t task = 0;                    // its task's number while out (0: none)
+    uint64_t batch = 0;                   // the batch that filled it (0: none)
     // Per store: the slot's offers due there (not held by it), counted by
     // the serving thread as it fills the slot: writes waiting
     // (queued_blocks) until the task is done.
@@ -675,6 +686,7 @@ class StoreChain {
   size_t pending_ = 0;            // offers in slot fill_ not flushed yet
   uint64_t posted_ = 0;           // the last slot task posted
   uint64_t offer_waits_ = 0;
+  uint64_t batch_serial_ = 0;     // OfferBatch scopes opened (outermost)
   std::vector<std::vector<TierCopy>> offer_copies_;  // per group
   std::unique_ptr<BackgroundTasks> offer_tasks_;
   std::unique_ptr<unsigned char[]> task_record_;     // the worker's (put_buffer swaps it)

@@ -67,13 +67,19 @@ bool StoreChain::claim_slot() noexcept {
   OfferSlot& slot = slots_[fill_];
   if (slot.task != 0) {  // out: filled again once its task is done
     if (offer_tasks_->done() < slot.task) {
-      // Every slot out (the worker behind): wait for the oldest, CPU work
-      // and device copies, never the stores' I/O (a put never waits on it).
+      // Every slot out. An earlier call's (the worker behind across calls):
+      // this offer is dropped (the caller counts it) rather than the call
+      // paced by the worker. This batch's own (a burst larger than the
+      // slots): wait for it, CPU work and device copies, never the stores'
+      // I/O (a put never waits on it); dropping there lost most of a long
+      // prompt's evictions (bench/results/2026-11-29-gpu-offer-worker-h200.md).
+      if (batch_depth_ > 0 && slot.batch != batch_serial_) return false;
       ++offer_waits_;
       offer_tasks_->wait_done(slot.task);
     }
     slot.task = 0;
   }
+  slot.batch = batch_depth_ > 0 ? batch_serial_ : 0;
   std::fill(slot.due.begin(), slot.due.end(), 0);
   if (!slot.staging.empty()) return true;
   try {  // its first use (a CPU cache's tests)
@@ -131,7 +137,9 @@ void StoreChain::defer_offer(uint32_t node, const StoreKey& key, uint32_t priori
     }
   }
   if (pending_ == 0 && !claim_slot()) {
-    ++dropped_;  // no pinned memory for it: dropped, counted, as a failed copy
+    // Every slot out since an earlier call, or no pinned memory for it:
+    // dropped, counted.
+    ++dropped_;
     return;
   }
   OfferSlot& slot = slots_[fill_];

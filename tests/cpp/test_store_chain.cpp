@@ -175,6 +175,31 @@ TEST_F(StoreChainTest, OffersAreSealedAndPutAfterTheCallReturns) {
   EXPECT_EQ(disk().onboarded_blocks, 3u);
 }
 
+// A call that finds every offer slot still out since earlier calls (the
+// offer worker behind) drops its offers, counted, instead of waiting for
+// the worker: a tier that falls behind never paces the serving calls (a
+// wait would hang here, the worker held). The slots the earlier calls
+// filled are sealed and put as usual.
+TEST_F(StoreChainTest, ACallFindingEverySlotOutSinceEarlierCallsDropsItsOffers) {
+  make(store_config(dir_.path(), 4));
+  chain().set_direct_access(false);  // through copy_tier, as on a device
+  cache_prompt(1, seq(100, 13));     // 3 full blocks cached
+  std::promise<void> go;
+  std::shared_future<void> held = go.get_future().share();
+  chain().offer_worker().post([held] { held.wait(); });
+  // Each prompt evicts the last one's 3 blocks: one slot a call.
+  for (uint64_t i = 0; i < 4; ++i) cache_prompt(2 + i, seq(1000 * (i + 1), 13));
+  EXPECT_EQ(chain().reports().at(0).io.queued, 12u);  // 4 slots out, 3 blocks each
+  for (uint64_t i = 4; i < 6; ++i) cache_prompt(2 + i, seq(1000 * (i + 1), 13));
+  EXPECT_EQ(chain().offer_waits(), 0u);  // returned, the worker still held
+  go.set_value();
+  const StoreTierReport d = disk();
+  EXPECT_EQ(d.offered_blocks, 12u);
+  EXPECT_EQ(d.io.drops, 6u);  // the last two calls' 3 each
+  EXPECT_EQ(cache_prompt(10, seq(1000, 13)), 12u);  // blocks a slot took, bit for bit
+  EXPECT_EQ(cache_prompt(11, seq(5000, 13)), 0u);   // blocks dropped: a miss
+}
+
 // A device cache's commits are keyed by the record writer (keys only, off
 // the serving call), so the offers of their eviction hash nothing on the
 // serving thread: the records go out under the writer's keys and load back

@@ -182,6 +182,7 @@ TEST_P(DiskTierGpu, AnAddsOffersAreCopiedOutBeforeItsLoadsOverwriteThem) {
   cache_written(11, u);  // 8 cached blocks with their pattern
   expect_loaded(3, p);
   m().remove(3);
+  m().stores()->flush();  // r's records sealed and put (the offer worker's, after add 3)
   EXPECT_EQ(m().add(4, r.data(), r.size(), {}, stream_), 3u * T);  // r's first 3 from the disk
   expect_blocks(4, r, 3, stream_);
   EXPECT_EQ(m().stores()->reports().at(0).onboarded_blocks, 4u + 3u);
