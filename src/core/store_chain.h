@@ -153,9 +153,10 @@
 //    oldest is an earlier call's (the worker behind across calls) the
 //    call's offers are dropped, counted: waiting there paced every step to
 //    the worker's sealing speed (5.7-6.7 ms a step at 512 KiB blocks on
-//    the H200: bench/results/2026-12-01-disk-serving-make-room-vm-and-host.md). Outside a batch the copies are
-//    waited for at once. A device copy that
-//    fails drops the block, counted in the tier's drops.
+//    the H200: bench/results/
+//    2026-12-01-disk-serving-make-room-vm-and-host.md). Outside a batch
+//    the copies are waited for at once. A device copy that fails drops the
+//    block, counted in the tier's drops.
 //    put() never waits on I/O; a full queue drops it, counted by the store.
 //    A node with an evicted windowed slot or a partial block is not stored.
 //    A reset (evict_all) puts nothing.
@@ -649,12 +650,12 @@ class StoreChain {
   // slot is filled again once its task is done. When every slot is out, a
   // batch waits for the oldest if it filled that slot itself (its own burst
   // of evictions: offer_waits_), and drops its offers, counted, while the
-  // oldest is an earlier call's (the worker behind across calls): a tier
-  // that falls behind never paces the serving calls. Offers outside a batch
-  // wait. A
-  // slot's staging and fence are made at the cache's create where the
-  // pools are device memory (pinning 8 MiB takes a serving call
-  // milliseconds), else at its first use (a CPU cache's tests).
+  // oldest is an earlier call's (batch_serial_; the worker behind across
+  // calls): a tier that falls behind never paces the serving calls. Offers
+  // outside a batch wait. A slot's staging and fence are made at the
+  // cache's create where the pools are device memory (pinning 8 MiB takes
+  // a serving call milliseconds), else at its first use (a CPU cache's
+  // tests).
   static constexpr size_t kOfferSlots = 4;
   uint64_t offer_chunk_ = 0;
   struct PendingOffer {
