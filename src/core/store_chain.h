@@ -646,16 +646,12 @@ class StoreChain {
   // batch's stream, records the slot's fence and posts the slot to
   // offer_tasks_, whose task (put_slot, on the store layer's thread) waits
   // for the fence, seals each record and puts it: the serving call waits
-  // for neither the device nor the sealing. The slots are used in turn; a
-  // slot is filled again once its task is done. When every slot is out, a
-  // batch waits for the oldest if it filled that slot itself (its own burst
-  // of evictions: offer_waits_), and drops its offers, counted, while the
-  // oldest is an earlier call's (batch_serial_; the worker behind across
-  // calls): a tier that falls behind never paces the serving calls. Offers
-  // outside a batch wait. A slot's staging and fence are made at the
-  // cache's create where the pools are device memory (pinning 8 MiB takes
-  // a serving call milliseconds), else at its first use (a CPU cache's
-  // tests).
+  // for neither the device nor the sealing. The slots are used in turn,
+  // each filled again once its task is done (claim_slot: when all are out,
+  // the wait or the drop of the offload rules above). A slot's staging and
+  // fence are made at the cache's create where the pools are device memory
+  // (pinning 8 MiB takes a serving call milliseconds), else at its first
+  // use (a CPU cache's tests).
   static constexpr size_t kOfferSlots = 4;
   uint64_t offer_chunk_ = 0;
   struct PendingOffer {

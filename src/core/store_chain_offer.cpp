@@ -67,12 +67,9 @@ bool StoreChain::claim_slot() noexcept {
   OfferSlot& slot = slots_[fill_];
   if (slot.task != 0) {  // out: filled again once its task is done
     if (offer_tasks_->done() < slot.task) {
-      // Every slot out. An earlier call's (the worker behind across calls):
-      // this offer is dropped (the caller counts it) rather than the call
-      // paced by the worker. This batch's own (a burst larger than the
-      // slots): wait for it, CPU work and device copies, never the stores'
-      // I/O (a put never waits on it); dropping there lost most of a long
-      // prompt's evictions (bench/results/2026-11-29-gpu-offer-worker-h200.md).
+      // Every slot out: an earlier call's is dropped (the caller counts
+      // it), this batch's own burst (or an offer outside a batch) waits
+      // (store_chain.h, offload).
       if (batch_depth_ > 0 && slot.batch != batch_serial_) return false;
       ++offer_waits_;
       offer_tasks_->wait_done(slot.task);
